@@ -1,0 +1,42 @@
+package v1
+
+// Labels, annotations and finalizers the operator puts on the objects it owns.
+// They are part of the public contract: selectors, dashboards and other
+// controllers may rely on them.
+const (
+	// LabelTrainingJob carries the owning TrainingJob's name on every child.
+	LabelTrainingJob = "ml.example.com/trainingjob"
+	// LabelRank carries a worker pod's rank (0-based).
+	LabelRank = "ml.example.com/rank"
+	// LabelReplicaType is "worker" or "ps" (TensorFlow parameter server).
+	LabelReplicaType = "ml.example.com/replica-type"
+	// LabelRestartAttempt carries the gang attempt a pod belongs to. Pods of an
+	// older attempt than the job's current one are deleted, never reused.
+	LabelRestartAttempt = "ml.example.com/restart-attempt"
+	// LabelModelDeployment carries the owning ModelDeployment's name.
+	LabelModelDeployment = "ml.example.com/modeldeployment"
+	// LabelModelVersion carries the ModelDeployment version a child serves.
+	LabelModelVersion = "ml.example.com/model-version"
+	// LabelManagedBy is the standard managed-by label, set to ManagedByValue.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue identifies this operator in LabelManagedBy.
+	ManagedByValue = "ml-operator"
+
+	// ReplicaTypeWorker marks worker pods.
+	ReplicaTypeWorker = "worker"
+	// ReplicaTypePS marks TensorFlow parameter-server pods.
+	ReplicaTypePS = "ps"
+
+	// TrainingJobFinalizer is held while the operator has cleanup to do that the
+	// garbage collector cannot do (for example releasing a retained PVC).
+	TrainingJobFinalizer = "ml.example.com/trainingjob-cleanup"
+
+	// AnnotationV1Spec keeps the v1-only parts of a TrainingJob on its
+	// v1alpha1 form, so a v1 -> v1alpha1 -> v1 round trip is lossless.
+	AnnotationV1Spec = "ml.example.com/v1-spec"
+	// AnnotationV1Status keeps the v1-only status on the v1alpha1 form.
+	AnnotationV1Status = "ml.example.com/v1-status"
+
+	// DefaultGPUResourceName is the extended resource used for GPUs.
+	DefaultGPUResourceName = "nvidia.com/gpu"
+)

@@ -1,0 +1,437 @@
+package v1
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ModelFramework is the framework a model was built with.
+// +kubebuilder:validation:Enum=tensorflow;pytorch;sklearn;onnx;xgboost;custom
+type ModelFramework string
+
+// Model frameworks.
+const (
+	ModelFrameworkTensorFlow ModelFramework = "tensorflow"
+	ModelFrameworkPyTorch    ModelFramework = "pytorch"
+	ModelFrameworkSKLearn    ModelFramework = "sklearn"
+	ModelFrameworkONNX       ModelFramework = "onnx"
+	ModelFrameworkXGBoost    ModelFramework = "xgboost"
+	ModelFrameworkCustom     ModelFramework = "custom"
+)
+
+// TrafficRouter is how weighted traffic reaches the versions.
+// +kubebuilder:validation:Enum=auto;gatewayapi;istio;service
+type TrafficRouter string
+
+// Traffic routers.
+const (
+	// RouterAuto picks Gateway API if its CRDs exist, else Istio, else service.
+	RouterAuto TrafficRouter = "auto"
+	// RouterGatewayAPI writes an HTTPRoute with weighted backendRefs.
+	RouterGatewayAPI TrafficRouter = "gatewayapi"
+	// RouterIstio writes a VirtualService and a DestinationRule.
+	RouterIstio TrafficRouter = "istio"
+	// RouterService splits by replica counts behind the stable Service.
+	RouterService TrafficRouter = "service"
+)
+
+// ModelDeploymentSpec is the desired state of a ModelDeployment.
+// +kubebuilder:validation:XValidation:rule="self.modelName == oldSelf.modelName",message="modelName is immutable",fieldPath=".modelName"
+// +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="framework is immutable",fieldPath=".framework"
+type ModelDeploymentSpec struct {
+	// ModelName is the model's name, exported as MODEL_NAME. Immutable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ModelName string `json:"modelName"`
+
+	// Framework the model was built with, exported as FRAMEWORK. Immutable.
+	Framework ModelFramework `json:"framework"`
+
+	// Image is the model server image; a version may override it.
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+
+	// Port the model server listens on.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=8080
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Versions are the model versions served side by side, with their traffic
+	// weights. Weights must sum to 100; a single version without a weight gets 100.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="(self.size() == 1 && !has(self[0].weight)) || self.map(v, has(v.weight) ? v.weight : 0).sum() == 100",messageExpression="'version weights must sum to 100, got %d'.format([self.map(v, has(v.weight) ? v.weight : 0).sum()])"
+	Versions []ModelVersion `json:"versions"`
+
+	// Resources of each model server container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Scaling configures each version's HorizontalPodAutoscaler.
+	// +kubebuilder:default={}
+	// +optional
+	Scaling ScalingSpec `json:"scaling,omitempty"`
+
+	// HealthCheck builds the readiness, liveness and startup probes and the
+	// operator's own health evaluation.
+	// +kubebuilder:default={}
+	// +optional
+	HealthCheck HealthCheckSpec `json:"healthCheck,omitempty"`
+
+	// Storage adds a model cache PVC mounted in every server.
+	// +optional
+	Storage *ModelStorageSpec `json:"storage,omitempty"`
+
+	// Config is written to a ConfigMap mounted into every server at /etc/model-config.
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+
+	// Traffic configures how weighted traffic reaches the versions.
+	// +kubebuilder:default={}
+	// +optional
+	Traffic TrafficSpec `json:"traffic,omitempty"`
+
+	// Rollout configures automated rollback.
+	// +kubebuilder:default={}
+	// +optional
+	Rollout RolloutSpec `json:"rollout,omitempty"`
+}
+
+// ModelVersion is one version of the model.
+type ModelVersion struct {
+	// Name of the version, a DNS label unique within the ModelDeployment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Weight is the share of traffic, 0..100, once the version is Ready.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Weight *int32 `json:"weight,omitempty"`
+
+	// ModelPath is where the model is loaded from (s3://, gs://, pvc://,
+	// http(s)://, hf://), exported as MODEL_PATH.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^(s3|gs|pvc|https?|hf)://.+`
+	// +optional
+	ModelPath string `json:"modelPath,omitempty"`
+
+	// Image overrides spec.image for this version.
+	// +optional
+	Image string `json:"image,omitempty"`
+}
+
+// ScalingSpec configures a version's HorizontalPodAutoscaler.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxReplicas) || (has(self.minReplicas) ? self.minReplicas : 1) <= self.maxReplicas",message="minReplicas must be less than or equal to maxReplicas",fieldPath=".minReplicas"
+type ScalingSpec struct {
+	// MinReplicas per version.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	MinReplicas int32 `json:"minReplicas,omitempty"`
+
+	// MaxReplicas per version. Defaults to max(minReplicas, 1).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
+
+	// TargetCPUUtilization is the HPA's average CPU utilization target, in percent.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=80
+	// +optional
+	TargetCPUUtilization int32 `json:"targetCPUUtilization,omitempty"`
+
+	// Metrics are extra autoscaling/v2 metrics (queue depth, GPU utilization,
+	// requests per second), passed to each version's HPA as they are.
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
+}
+
+// HealthCheckSpec configures probes and health evaluation.
+// +kubebuilder:validation:XValidation:rule="(has(self.timeoutSeconds) ? self.timeoutSeconds : 5) < (has(self.intervalSeconds) ? self.intervalSeconds : 30)",message="timeoutSeconds must be less than intervalSeconds",fieldPath=".timeoutSeconds"
+type HealthCheckSpec struct {
+	// Endpoint is the HTTP path of the health check.
+	// +kubebuilder:default="/health"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// Port of the health check; defaults to spec.port.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+
+	// IntervalSeconds between probes, and between the operator's health evaluations.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=30
+	// +optional
+	IntervalSeconds int32 `json:"intervalSeconds,omitempty"`
+
+	// TimeoutSeconds of each probe; less than intervalSeconds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=5
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// FailureThreshold is the number of failed probes (and, for the operator,
+	// container restarts) before a pod is considered broken.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=3
+	// +optional
+	FailureThreshold int32 `json:"failureThreshold,omitempty"`
+}
+
+// ModelStorageSpec is the optional model cache PVC.
+type ModelStorageSpec struct {
+	// Size of the model cache PVC.
+	// +kubebuilder:default="10Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the PVC; the cluster default when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// RetainOnDelete keeps the PVC after the ModelDeployment is deleted.
+	// +kubebuilder:default=true
+	// +optional
+	RetainOnDelete *bool `json:"retainOnDelete,omitempty"`
+}
+
+// TrafficSpec configures the router.
+type TrafficSpec struct {
+	// Router: auto (Gateway API if its CRDs exist, else Istio, else service),
+	// gatewayapi, istio or service.
+	// +kubebuilder:default=auto
+	// +optional
+	Router TrafficRouter `json:"router,omitempty"`
+
+	// Gateway is the Gateway the HTTPRoute attaches to (gatewayapi), or the
+	// Istio gateway (namespace/name) the VirtualService binds (istio).
+	// +optional
+	Gateway *GatewayReference `json:"gateway,omitempty"`
+
+	// Hostnames the route answers to.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Hostnames []string `json:"hostnames,omitempty"`
+}
+
+// GatewayReference names a Gateway.
+type GatewayReference struct {
+	// Name of the Gateway.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Namespace of the Gateway; the ModelDeployment's when empty.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// SectionName is the Gateway listener.
+	// +optional
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// RolloutSpec configures automated rollback.
+type RolloutSpec struct {
+	// AutoRollback moves a failing version's traffic to the last healthy version.
+	// +kubebuilder:default=true
+	// +optional
+	AutoRollback *bool `json:"autoRollback,omitempty"`
+
+	// MaxErrorRate (0..1) above which a version is rolled back, read from
+	// Prometheus when the manager has --prometheus-url.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +kubebuilder:default=0.05
+	// +optional
+	MaxErrorRate *float64 `json:"maxErrorRate,omitempty"`
+
+	// MaxLatencyMs above which a version is rolled back (Prometheus).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxLatencyMs *int32 `json:"maxLatencyMs,omitempty"`
+
+	// ProgressDeadlineSeconds after which a version with no Ready pod counts
+	// as a failed rollout.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=600
+	// +optional
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// ModelDeploymentPhase is the summary state of a ModelDeployment.
+// +kubebuilder:validation:Enum=Pending;Running;Degraded;Failed
+type ModelDeploymentPhase string
+
+// ModelDeployment phases.
+const (
+	PhasePending  ModelDeploymentPhase = "Pending"
+	PhaseRunning  ModelDeploymentPhase = "Running"
+	PhaseDegraded ModelDeploymentPhase = "Degraded"
+	PhaseFailed   ModelDeploymentPhase = "Failed"
+)
+
+// Condition types of a ModelDeployment.
+const (
+	ModelDeploymentReady       = "Ready"
+	ModelDeploymentHealthy     = "Healthy"
+	ModelDeploymentScaled      = "Scaled"
+	ModelDeploymentProgressing = "Progressing"
+	ModelDeploymentRolledBack  = "RolledBack"
+)
+
+// ModelDeploymentStatus is the observed state of a ModelDeployment.
+type ModelDeploymentStatus struct {
+	// Phase summarises the state.
+	// +optional
+	Phase ModelDeploymentPhase `json:"phase,omitempty"`
+
+	// Conditions: Ready, Healthy, Scaled, Progressing, RolledBack.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ActiveVersions are the versions being served, with effective weights.
+	// +optional
+	ActiveVersions []VersionStatus `json:"activeVersions,omitempty"`
+
+	// History holds the last 10 version sets applied, newest first.
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	History []HistoryEntry `json:"history,omitempty"`
+
+	// FailedVersions are versions rolled back for the generation they failed
+	// at; a later spec change retries them.
+	// +optional
+	FailedVersions []FailedVersion `json:"failedVersions,omitempty"`
+
+	// Metrics are read from Prometheus when the manager is configured with one.
+	// +optional
+	Metrics *ServingMetrics `json:"metrics,omitempty"`
+
+	// URL of the stable endpoint.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Router is the router in use (auto resolved).
+	// +optional
+	Router TrafficRouter `json:"router,omitempty"`
+
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// VersionStatus is one served version.
+type VersionStatus struct {
+	// Name of the version.
+	Name string `json:"name"`
+	// Replicas of the version's Deployment.
+	Replicas int32 `json:"replicas"`
+	// HealthyReplicas are Ready pods.
+	HealthyReplicas int32 `json:"healthyReplicas"`
+	// Weight is the effective traffic weight (0 until the version is Ready).
+	Weight int32 `json:"weight"`
+	// Ready is true when the version has Ready pods and receives traffic.
+	Ready bool `json:"ready"`
+}
+
+// HistoryEntry is one applied version set.
+type HistoryEntry struct {
+	// Generation of the spec that was applied.
+	Generation int64 `json:"generation"`
+	// Versions and their requested weights.
+	Versions []VersionRecord `json:"versions"`
+	// Time the set was applied.
+	Time metav1.Time `json:"time"`
+	// Outcome: Progressing, Succeeded, RolledBack or Superseded.
+	Outcome string `json:"outcome"`
+}
+
+// VersionRecord records a version as applied.
+type VersionRecord struct {
+	// Name of the version.
+	Name string `json:"name"`
+	// Weight requested.
+	Weight int32 `json:"weight"`
+	// Image served.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// ModelPath served.
+	// +optional
+	ModelPath string `json:"modelPath,omitempty"`
+}
+
+// FailedVersion is a version that was rolled back.
+type FailedVersion struct {
+	// Name of the version.
+	Name string `json:"name"`
+	// Generation at which it failed.
+	Generation int64 `json:"generation"`
+	// Reason it failed, for example ProgressDeadlineExceeded, CrashLoop, ErrorRate, Latency.
+	Reason string `json:"reason"`
+	// Message for humans.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time of the rollback.
+	Time metav1.Time `json:"time"`
+}
+
+// ServingMetrics are request metrics from Prometheus.
+type ServingMetrics struct {
+	// RequestsPerSecond across versions.
+	// +optional
+	RequestsPerSecond *float64 `json:"requestsPerSecond,omitempty"`
+	// AverageLatencyMs across versions.
+	// +optional
+	AverageLatencyMs *float64 `json:"averageLatencyMs,omitempty"`
+	// ErrorRate (0..1) across versions.
+	// +optional
+	ErrorRate *float64 `json:"errorRate,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=md,categories=ml
+// +kubebuilder:printcolumn:name="Framework",type=string,JSONPath=`.spec.framework`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.activeVersions[0].replicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ModelDeployment serves a model as versioned model servers with weighted
+// traffic, health remediation and automated rollback.
+type ModelDeployment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired serving state.
+	Spec ModelDeploymentSpec `json:"spec"`
+	// Status is the observed serving state.
+	// +optional
+	Status ModelDeploymentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ModelDeploymentList contains a list of ModelDeployment.
+type ModelDeploymentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ModelDeployment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ModelDeployment{}, &ModelDeploymentList{})
+}

@@ -1,0 +1,682 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Framework is the training framework; it decides which distributed-training
+// environment the operator injects into every worker.
+// +kubebuilder:validation:Enum=pytorch;tensorflow;xgboost;jax
+type Framework string
+
+// Supported training frameworks.
+const (
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkXGBoost    Framework = "xgboost"
+	FrameworkJAX        Framework = "jax"
+)
+
+// RestartPolicy decides what a rank failure does to the job.
+// +kubebuilder:validation:Enum=OnFailure;Never;ExitCode
+type RestartPolicy string
+
+// Restart policies.
+const (
+	// RestartPolicyOnFailure restarts the whole gang on any rank failure, up to backoffLimit times.
+	RestartPolicyOnFailure RestartPolicy = "OnFailure"
+	// RestartPolicyNever fails the job on the first rank failure.
+	RestartPolicyNever RestartPolicy = "Never"
+	// RestartPolicyExitCode fails the job at once on exit codes 1..127 and
+	// restarts the gang on 128+ (signals, OOMKilled), up to backoffLimit times.
+	RestartPolicyExitCode RestartPolicy = "ExitCode"
+)
+
+// CleanPodPolicy decides which pods are deleted when a job finishes.
+// +kubebuilder:validation:Enum=None;Running;All
+type CleanPodPolicy string
+
+// Clean pod policies.
+const (
+	CleanPodPolicyNone    CleanPodPolicy = "None"
+	CleanPodPolicyRunning CleanPodPolicy = "Running"
+	CleanPodPolicyAll     CleanPodPolicy = "All"
+)
+
+// CommunicationBackend is the collective-communication backend.
+// +kubebuilder:validation:Enum=nccl;gloo;mpi
+type CommunicationBackend string
+
+// Communication backends.
+const (
+	BackendNCCL CommunicationBackend = "nccl"
+	BackendGloo CommunicationBackend = "gloo"
+	BackendMPI  CommunicationBackend = "mpi"
+)
+
+// StorageType is where checkpoints are kept.
+// +kubebuilder:validation:Enum=pvc;s3;gcs
+type StorageType string
+
+// Checkpoint storage types.
+const (
+	StorageTypePVC StorageType = "pvc"
+	StorageTypeS3  StorageType = "s3"
+	StorageTypeGCS StorageType = "gcs"
+)
+
+// TrainingJobSpec is the desired state of a TrainingJob.
+// +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="framework is immutable",fieldPath=".framework"
+// +kubebuilder:validation:XValidation:rule="(has(self.model) ? self.model : '') == (has(oldSelf.model) ? oldSelf.model : '')",message="model is immutable",fieldPath=".model"
+// +kubebuilder:validation:XValidation:rule="(has(self.dataset) ? self.dataset : '') == (has(oldSelf.dataset) ? oldSelf.dataset : '')",message="dataset is immutable",fieldPath=".dataset"
+// +kubebuilder:validation:XValidation:rule="(has(self.gpuResourceName) ? self.gpuResourceName : '') == (has(oldSelf.gpuResourceName) ? oldSelf.gpuResourceName : '')",message="gpuResourceName is immutable",fieldPath=".gpuResourceName"
+// +kubebuilder:validation:XValidation:rule="!has(self.parameterServers) || self.parameterServers == 0 || self.framework == 'tensorflow'",message="parameterServers is only supported with framework tensorflow",fieldPath=".parameterServers"
+type TrainingJobSpec struct {
+	// Framework decides which distributed-training environment is injected:
+	// torchrun (PET_*) for pytorch, TF_CONFIG for tensorflow, DMLC_* for xgboost,
+	// JAX_* for jax. Immutable.
+	// +kubebuilder:default=pytorch
+	// +optional
+	Framework Framework `json:"framework,omitempty"`
+
+	// Image is the worker container image. When empty, the operator's default
+	// image for the framework is used (set by the cluster admin); the job is
+	// rejected when neither exists. Mutable only while suspended.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Command overrides the image entrypoint. Mutable only while suspended.
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args are the arguments to the command. Mutable only while suspended.
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env is extra environment for every worker. Names the operator injects
+	// (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, ...) are reserved and
+	// rejected. Mutable only while suspended.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// Model names the model being trained; exported as MODEL and written to the
+	// job ConfigMap. Immutable.
+	// +optional
+	Model string `json:"model,omitempty"`
+
+	// Dataset names the training data; exported as DATASET and written to the
+	// job ConfigMap. Immutable.
+	// +optional
+	Dataset string `json:"dataset,omitempty"`
+
+	// NumWorkers is the number of ranks, one pod each. It may change at any
+	// time: a running job re-forms its gang at the new size from the latest
+	// checkpoint (counted as a disruption, not against backoffLimit).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=1
+	// +optional
+	NumWorkers int32 `json:"numWorkers,omitempty"`
+
+	// GPUsPerWorker is the number of GPUs each worker requests (requests =
+	// limits) of gpuResourceName. Mutable only while suspended.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	// +kubebuilder:default=1
+	// +optional
+	GPUsPerWorker *int32 `json:"gpusPerWorker,omitempty"`
+
+	// GPUResourceName is the extended resource name of the GPUs, for example
+	// amd.com/gpu. Immutable.
+	// +kubebuilder:default="nvidia.com/gpu"
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	GPUResourceName string `json:"gpuResourceName,omitempty"`
+
+	// NProcPerNode is the number of processes per worker pod (torchrun
+	// --nproc-per-node). Defaults to gpusPerWorker, or 1 without GPUs.
+	// WORLD_SIZE is numWorkers x nprocPerNode. Mutable only while suspended.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +optional
+	NProcPerNode *int32 `json:"nprocPerNode,omitempty"`
+
+	// Resources are the worker container's compute resources. GPU entries must
+	// agree with gpusPerWorker. Mutable only while suspended.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// Hyperparameters are strings, numbers or booleans. Each becomes the
+	// environment variable HYPERPARAM_<KEY upper-cased>; all are written to
+	// hyperparameters.json in the job ConfigMap. The key "epochs" sets
+	// status.totalEpochs.
+	// +kubebuilder:validation:MaxProperties=256
+	// +optional
+	Hyperparameters map[string]HyperparameterValue `json:"hyperparameters,omitempty"`
+
+	// Checkpoint configures where checkpoints are written and kept.
+	// +kubebuilder:default={}
+	// +optional
+	Checkpoint CheckpointSpec `json:"checkpoint,omitempty"`
+
+	// DataVolume is an existing PVC with training data, mounted in every worker.
+	// +optional
+	DataVolume *DataVolumeSpec `json:"dataVolume,omitempty"`
+
+	// BackoffLimit is the number of gang restarts for failures before the job
+	// is Failed (reason BackoffLimitExceeded). Disruptions do not count.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=3
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// RestartPolicy decides what a rank failure does: OnFailure restarts the
+	// gang, Never fails the job, ExitCode fails on exit codes 1..127 and
+	// restarts on 128+.
+	// +kubebuilder:default=OnFailure
+	// +optional
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// Suspend deletes the job's pods (keeping its PVC, ConfigMap and Service)
+	// while true; setting it back to false starts the gang again from the
+	// latest checkpoint.
+	// +kubebuilder:default=false
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// Networking configures the rendezvous between ranks.
+	// +kubebuilder:default={}
+	// +optional
+	Networking NetworkingSpec `json:"networking,omitempty"`
+
+	// RunPolicy bounds the job's run time and decides cleanup after it finishes.
+	// +kubebuilder:default={}
+	// +optional
+	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
+
+	// Scheduling places the workers. GPU jobs always get a toleration for the
+	// GPU taint. Mutable only while suspended.
+	// +optional
+	Scheduling SchedulingSpec `json:"scheduling,omitempty"`
+
+	// Metrics is where rank 0 serves its progress gauges in the Prometheus
+	// text format.
+	// +kubebuilder:default={}
+	// +optional
+	Metrics MetricsEndpointSpec `json:"metrics,omitempty"`
+
+	// ParameterServers is the number of TensorFlow parameter-server pods
+	// (<name>-ps-<i>), listed as "ps" in TF_CONFIG. tensorflow only.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	ParameterServers int32 `json:"parameterServers,omitempty"`
+
+	// Tracking configures experiment tracking.
+	// +optional
+	Tracking *TrackingSpec `json:"tracking,omitempty"`
+
+	// Template is merged into every worker pod. Mutable only while suspended.
+	// +optional
+	Template WorkerTemplate `json:"template,omitempty"`
+}
+
+// HyperparameterValue is a string, number or boolean hyperparameter. It keeps
+// the JSON value as written, so numbers keep their precision and a round trip
+// through any API version is lossless.
+// +kubebuilder:validation:Type=""
+// +kubebuilder:validation:XPreserveUnknownFields
+type HyperparameterValue struct {
+	// Raw is the JSON encoding of the value.
+	Raw []byte `json:"-"`
+}
+
+// CheckpointSpec configures checkpointing.
+type CheckpointSpec struct {
+	// Enabled turns checkpoint storage and resume on.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Frequency is how often, in epochs, the trainer should checkpoint;
+	// exported as CHECKPOINT_FREQUENCY.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	Frequency int32 `json:"frequency,omitempty"`
+
+	// Path is the absolute mount path of the checkpoint volume; exported as
+	// CHECKPOINT_DIR.
+	// +kubebuilder:default="/checkpoints"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Storage is where checkpoints live. Immutable.
+	// +kubebuilder:default={}
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="checkpoint.storage is immutable"
+	// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type == 'pvc' || has(self.uri)",message="uri is required when type is s3 or gcs",fieldPath=".uri"
+	// +optional
+	Storage CheckpointStorage `json:"storage,omitempty"`
+
+	// RetainOnDelete keeps the checkpoint PVC after the job is deleted. The
+	// operator never deletes user data unless this is false.
+	// +kubebuilder:default=true
+	// +optional
+	RetainOnDelete *bool `json:"retainOnDelete,omitempty"`
+
+	// KeepLast is how many checkpoints trainers should keep; exported as
+	// CHECKPOINT_KEEP_LAST.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=3
+	// +optional
+	KeepLast int32 `json:"keepLast,omitempty"`
+}
+
+// CheckpointStorage says where checkpoints are stored.
+type CheckpointStorage struct {
+	// Type is pvc (a PersistentVolumeClaim mounted at checkpoint.path), s3 or
+	// gcs (object storage at uri, exported as CHECKPOINT_URI).
+	// +kubebuilder:default=pvc
+	// +optional
+	Type StorageType `json:"type,omitempty"`
+
+	// URI is the object-storage location (s3://bucket/prefix, gs://bucket/prefix).
+	// Required for s3 and gcs.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	URI string `json:"uri,omitempty"`
+
+	// Size of the checkpoint PVC (pvc only).
+	// +kubebuilder:default="10Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName of the checkpoint PVC; the cluster default when empty.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// AccessModes of the checkpoint PVC. Default ReadWriteMany when numWorkers
+	// > 1, else ReadWriteOnce.
+	// +optional
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+
+	// ExistingClaim uses this PVC for checkpoints; the operator creates none
+	// and never deletes it.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ExistingClaim string `json:"existingClaim,omitempty"`
+}
+
+// DataVolumeSpec mounts an existing PVC with training data.
+type DataVolumeSpec struct {
+	// ClaimName is the PVC to mount.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName"`
+
+	// ReadOnly mounts the volume read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+
+	// MountPath is where the data is mounted.
+	// +kubebuilder:default="/data"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// NetworkingSpec configures rank rendezvous.
+type NetworkingSpec struct {
+	// MasterPort is the rendezvous port on rank 0 (MASTER_PORT).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=29500
+	// +optional
+	MasterPort int32 `json:"masterPort,omitempty"`
+
+	// Backend is the collective backend. Default nccl with GPUs, else gloo.
+	// +optional
+	Backend CommunicationBackend `json:"backend,omitempty"`
+}
+
+// RunPolicy bounds a job's run and cleanup.
+type RunPolicy struct {
+	// ActiveDeadlineSeconds fails the job (reason DeadlineExceeded) this long
+	// after it started.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the job this long after it finished.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// CleanPodPolicy decides which pods are deleted when the job finishes:
+	// None, Running (those still running) or All.
+	// +kubebuilder:default=Running
+	// +optional
+	CleanPodPolicy CleanPodPolicy `json:"cleanPodPolicy,omitempty"`
+}
+
+// SchedulingSpec places worker pods.
+type SchedulingSpec struct {
+	// SchedulerName is the scheduler for the workers (for example volcano or a
+	// coscheduling scheduler, which get a PodGroup).
+	// +optional
+	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// PriorityClassName of the worker pods.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// NodeSelector for the worker pods, merged over the admin's GPU node selector.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations for the worker pods, added to the GPU toleration.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity of the worker pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// QueueName is the Kueue LocalQueue; pods carry the kueue.x-k8s.io/queue-name
+	// label and Kueue's pod-group annotations, so the gang is admitted as one.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	QueueName string `json:"queueName,omitempty"`
+}
+
+// MetricsEndpointSpec is where rank 0 serves its progress gauges.
+type MetricsEndpointSpec struct {
+	// Port on rank 0.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=8000
+	// +optional
+	Port int32 `json:"port,omitempty"`
+
+	// Path of the Prometheus text endpoint.
+	// +kubebuilder:default="/metrics"
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// TrackingSpec configures experiment tracking.
+type TrackingSpec struct {
+	// MLflow tracks the job as an MLflow run.
+	// +optional
+	MLflow *MLflowSpec `json:"mlflow,omitempty"`
+}
+
+// MLflowSpec configures MLflow tracking.
+type MLflowSpec struct {
+	// TrackingURI is the MLflow tracking server (MLFLOW_TRACKING_URI).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^https?://`
+	TrackingURI string `json:"trackingURI"`
+
+	// ExperimentName is the MLflow experiment (MLFLOW_EXPERIMENT_NAME).
+	// +optional
+	ExperimentName string `json:"experimentName,omitempty"`
+}
+
+// WorkerTemplate is merged into every worker pod.
+type WorkerTemplate struct {
+	// Labels added to every worker pod.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations added to every worker pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// ServiceAccountName of the worker pods.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// ImagePullSecrets of the worker pods.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Volumes added to every worker pod.
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts added to the worker container.
+	// +optional
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// SecurityContext replaces the worker container's default (non-root, no
+	// privilege escalation, all capabilities dropped, RuntimeDefault seccomp).
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+
+	// PodSecurityContext replaces the worker pod's default (runAsNonRoot,
+	// RuntimeDefault seccomp).
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+}
+
+// TrainingJobState is the lifecycle state of a TrainingJob.
+// +kubebuilder:validation:Enum=Pending;Initializing;Running;Restarting;Suspended;Completed;Failed
+type TrainingJobState string
+
+// TrainingJob states.
+const (
+	// StatePending: validated, nothing created yet.
+	StatePending TrainingJobState = "Pending"
+	// StateInitializing: resources created, not every rank running.
+	StateInitializing TrainingJobState = "Initializing"
+	// StateRunning: every rank running.
+	StateRunning TrainingJobState = "Running"
+	// StateRestarting: the gang is being torn down and recreated.
+	StateRestarting TrainingJobState = "Restarting"
+	// StateSuspended: spec.suspend is true; no pods.
+	StateSuspended TrainingJobState = "Suspended"
+	// StateCompleted: every rank exited 0.
+	StateCompleted TrainingJobState = "Completed"
+	// StateFailed: the job failed; the Failed condition says why.
+	StateFailed TrainingJobState = "Failed"
+)
+
+// IsFinished reports whether the state is terminal.
+func (s TrainingJobState) IsFinished() bool {
+	return s == StateCompleted || s == StateFailed
+}
+
+// Condition types of a TrainingJob.
+const (
+	TrainingJobCreated    = "Created"
+	TrainingJobRunning    = "Running"
+	TrainingJobRestarting = "Restarting"
+	TrainingJobSuspended  = "Suspended"
+	TrainingJobSucceeded  = "Succeeded"
+	TrainingJobFailed     = "Failed"
+)
+
+// TrainingJobStatus is the observed state of a TrainingJob.
+type TrainingJobStatus struct {
+	// State is the lifecycle state.
+	// +optional
+	State TrainingJobState `json:"state,omitempty"`
+
+	// Progress is the share of epochs done, for example "45%".
+	// +optional
+	Progress string `json:"progress,omitempty"`
+
+	// CurrentEpoch is the epoch rank 0 reports.
+	// +optional
+	CurrentEpoch int32 `json:"currentEpoch,omitempty"`
+
+	// TotalEpochs is hyperparameters.epochs, or what rank 0 reports.
+	// +optional
+	TotalEpochs int32 `json:"totalEpochs,omitempty"`
+
+	// Metrics are the latest training metrics rank 0 reports.
+	// +optional
+	Metrics *TrainingMetrics `json:"metrics,omitempty"`
+
+	// Workers counts the current attempt's pods by phase.
+	// +optional
+	Workers WorkerCounts `json:"workers,omitempty"`
+
+	// WorkerStatuses has one entry per rank of the current attempt.
+	// +listType=map
+	// +listMapKey=rank
+	// +optional
+	WorkerStatuses []WorkerStatus `json:"workerStatuses,omitempty"`
+
+	// Restarts is the number of gang restarts caused by failures; counted
+	// against backoffLimit.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// Disruptions is the number of gang restarts caused by preemption,
+	// eviction, node loss or rescaling; not counted against backoffLimit.
+	// +optional
+	Disruptions int32 `json:"disruptions,omitempty"`
+
+	// LastCheckpoint is the latest checkpoint rank 0 reported; later attempts
+	// resume from it.
+	// +optional
+	LastCheckpoint *CheckpointStatus `json:"lastCheckpoint,omitempty"`
+
+	// AllocatedGPUs is the number of GPUs held by the current attempt's pods.
+	// +optional
+	AllocatedGPUs int32 `json:"allocatedGPUs,omitempty"`
+
+	// AllocatedNodes is the number of distinct nodes the current ranks run on.
+	// +optional
+	AllocatedNodes int32 `json:"allocatedNodes,omitempty"`
+
+	// EstimatedCompletionTime extrapolates the current attempt's epoch rate.
+	// +optional
+	EstimatedCompletionTime *metav1.Time `json:"estimatedCompletionTime,omitempty"`
+
+	// MLflowRunID is the MLflow run tracking this job.
+	// +optional
+	MLflowRunID string `json:"mlflowRunID,omitempty"`
+
+	// StartTime is when the job's first pods were created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the job finished (Completed or Failed).
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Created, Running, Restarting, Suspended, Succeeded, Failed.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TrainingMetrics are the latest metrics rank 0 reported.
+type TrainingMetrics struct {
+	// Loss is training_loss.
+	// +optional
+	Loss *float64 `json:"loss,omitempty"`
+	// Accuracy is training_accuracy.
+	// +optional
+	Accuracy *float64 `json:"accuracy,omitempty"`
+	// Throughput is training_throughput_samples_per_second.
+	// +optional
+	Throughput *float64 `json:"throughput,omitempty"`
+	// LastScrapeTime is when these values were read.
+	// +optional
+	LastScrapeTime *metav1.Time `json:"lastScrapeTime,omitempty"`
+}
+
+// WorkerCounts counts pods by phase.
+type WorkerCounts struct {
+	// Pending pods (created, not running).
+	Pending int32 `json:"pending"`
+	// Active (running) pods.
+	Active int32 `json:"active"`
+	// Succeeded pods.
+	Succeeded int32 `json:"succeeded"`
+	// Failed pods.
+	Failed int32 `json:"failed"`
+}
+
+// WorkerStatus is one rank's pod.
+type WorkerStatus struct {
+	// Rank of the worker.
+	Rank int32 `json:"rank"`
+	// PodName of the rank's pod.
+	PodName string `json:"podName"`
+	// Phase of the pod.
+	// +optional
+	Phase corev1.PodPhase `json:"phase,omitempty"`
+	// RestartCount of the pod's training container.
+	// +optional
+	RestartCount int32 `json:"restartCount,omitempty"`
+	// Node the pod runs on.
+	// +optional
+	Node string `json:"node,omitempty"`
+}
+
+// CheckpointStatus is a checkpoint rank 0 reported.
+type CheckpointStatus struct {
+	// Epoch the checkpoint was taken at.
+	Epoch int32 `json:"epoch"`
+	// Time the checkpoint was written.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Path of the checkpoint, when known; exported as RESUME_FROM_CHECKPOINT.
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=tj,categories=ml
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`,priority=1
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters so that every generated child name is a valid DNS label"
+
+// TrainingJob runs distributed training as one pod per rank, with gang
+// restarts, checkpoint resume and progress in status.
+type TrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired training run.
+	// +optional
+	Spec TrainingJobSpec `json:"spec,omitempty"`
+	// Status is the observed state of the run.
+	// +optional
+	Status TrainingJobStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TrainingJobList contains a list of TrainingJob.
+type TrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TrainingJob{}, &TrainingJobList{})
+}

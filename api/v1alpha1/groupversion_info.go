@@ -1,0 +1,21 @@
+// Package v1alpha1 contains the deprecated v1alpha1 TrainingJob API, served
+// for existing users and converted to v1 by the conversion webhook.
+// +kubebuilder:object:generate=true
+// +groupName=ml.example.com
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group version used to register these objects.
+	GroupVersion = schema.GroupVersion{Group: "ml.example.com", Version: "v1alpha1"}
+
+	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types in this group-version to the given scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

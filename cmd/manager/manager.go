@@ -1,0 +1,125 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
+)
+
+// NewScheme returns the scheme with the built-in kinds and both ml.example.com versions.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(mlv1.AddToScheme(s))
+	utilruntime.Must(mlv1alpha1.AddToScheme(s))
+	return s
+}
+
+// managedSelector selects the children this operator creates. The cache holds
+// only those, so memory does not grow with unrelated pods in the cluster.
+var managedSelector = labels.SelectorFromSet(labels.Set{mlv1.LabelManagedBy: mlv1.ManagedByValue})
+
+// New builds the manager with every controller and webhook registered.
+func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = float32(opts.QPS)
+	cfg.Burst = opts.Burst
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   opts.MetricsAddr,
+		SecureServing: opts.MetricsSecure,
+		CertDir:       opts.MetricsCertDir,
+	}
+	if opts.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	narrow := cache.ByObject{Label: managedSelector}
+	syncPeriod := opts.SyncPeriod
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        NewScheme(),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{MaxConcurrentReconciles: opts.MaxConcurrentReconciles},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    opts.WebhookHost,
+			Port:    opts.WebhookPort,
+			CertDir: opts.WebhookCertDir,
+		}),
+		Cache: cache.Options{
+			SyncPeriod: &syncPeriod,
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:                             narrow,
+				&corev1.Service{}:                         narrow,
+				&corev1.ConfigMap{}:                       narrow,
+				&corev1.PersistentVolumeClaim{}:           narrow,
+				&appsv1.Deployment{}:                      narrow,
+				&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+
+	for _, setup := range []struct {
+		name string
+		fn   func(ctrl.Manager, *Options) error
+	}{
+		{"trainingjob controller", setupTrainingJob},
+		{"modeldeployment controller", setupModelDeployment},
+		{"webhooks", setupWebhooks},
+	} {
+		if err := setup.fn(mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up %s: %w", setup.name, err)
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	readyz := healthz.Ping
+	if opts.EnableWebhooks {
+		readyz = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
+		return nil, fmt.Errorf("adding ready check: %w", err)
+	}
+	return mgr, nil
+}
+
+// Run builds the manager and runs it until ctx is done.
+func Run(ctx context.Context, cfg *rest.Config, opts *Options) error {
+	mgr, err := New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	log := ctrl.Log.WithName("setup")
+	log.Info("starting manager", "pid", os.Getpid(), "leaderElection", opts.LeaderElect,
+		"qps", opts.QPS, "burst", opts.Burst, "webhooks", opts.EnableWebhooks)
+	return mgr.Start(ctx)
+}

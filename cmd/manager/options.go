@@ -1,0 +1,105 @@
+// Package manager builds and runs the ml-operator controller manager. It is
+// shared by cmd/main.go and by the tests that start the manager for real.
+package manager
+
+import (
+	"flag"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Options are the manager's command-line settings.
+type Options struct {
+	// MetricsAddr is where /metrics is served; "0" disables it.
+	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS behind authentication and
+	// authorization (TokenReview/SubjectAccessReview).
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt/tls.key for the metrics server; a
+	// self-signed certificate is generated when empty.
+	MetricsCertDir string
+	// ProbeAddr is where /healthz and /readyz are served.
+	ProbeAddr string
+	// LeaderElect enables leader election.
+	LeaderElect bool
+	// LeaderElectionID is the name of the lease.
+	LeaderElectionID string
+	// LeaderElectionNamespace is the lease namespace; the pod's own when empty.
+	LeaderElectionNamespace string
+	// QPS and Burst bound the manager's API client.
+	QPS   float64
+	Burst int
+	// MaxConcurrentReconciles per controller.
+	MaxConcurrentReconciles int
+	// EnableWebhooks serves the admission and conversion webhooks.
+	EnableWebhooks bool
+	// WebhookPort and WebhookCertDir configure the webhook server; the
+	// certificate is reloaded when it changes on disk.
+	WebhookPort    int
+	WebhookCertDir string
+	WebhookHost    string
+	// GPUNodeSelector is added to every GPU worker pod (key=value,...).
+	GPUNodeSelector map[string]string
+	// DefaultImages are the per-framework images used when a TrainingJob
+	// names none (framework=image,...).
+	DefaultImages map[string]string
+	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
+	PrometheusURL string
+	// SyncPeriod is the informers' resync period.
+	SyncPeriod time.Duration
+
+	zap ctrlzap.Options
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
+		ProbeAddr:               ":8081",
+		LeaderElect:             true,
+		LeaderElectionID:        "ml-operator.ml.example.com",
+		QPS:                     50,
+		Burst:                   100,
+		MaxConcurrentReconciles: 10,
+		EnableWebhooks:          true,
+		WebhookPort:             9443,
+		GPUNodeSelector:         map[string]string{},
+		DefaultImages:           map[string]string{},
+		SyncPeriod:              10 * time.Hour,
+		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
+	}
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr,
+		"Address of the metrics endpoint (:8443 for HTTPS, :8080 with --metrics-secure=false; 0 disables it).")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve metrics over HTTPS with authentication and authorization. With false, plain HTTP (use :8080).")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-path", o.MetricsCertDir, "Directory with tls.crt and tls.key for the metrics server.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz probes.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Enable leader election, so only one replica reconciles.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the lease (the pod's own when empty).")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Client queries per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client burst to the API server.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Concurrent reconciles per controller.")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", o.EnableWebhooks, "Serve the admission and conversion webhooks.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-path", o.WebhookCertDir, "Directory with the webhook server's tls.crt and tls.key (reloaded on change).")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to (all when empty).")
+	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
+	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
+	o.zap.BindFlags(fs)
+}
+
+// Logger returns the zap logger (JSON in production, console with --zap-devel) behind logr.
+func (o *Options) Logger() logr.Logger {
+	return ctrlzap.New(ctrlzap.UseFlagOptions(&o.zap))
+}

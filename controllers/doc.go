@@ -1,0 +1,2 @@
+// Package controllers holds one package per kind: trainingjob and modeldeployment.
+package controllers

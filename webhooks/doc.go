@@ -1,0 +1,2 @@
+// Package webhooks holds the defaulting, validating and conversion webhooks.
+package webhooks

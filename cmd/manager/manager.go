@@ -73,11 +73,11 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 		Cache: cache.Options{
 			SyncPeriod: &syncPeriod,
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:                             narrow,
-				&corev1.Service{}:                         narrow,
-				&corev1.ConfigMap{}:                       narrow,
-				&corev1.PersistentVolumeClaim{}:           narrow,
-				&appsv1.Deployment{}:                      narrow,
+				&corev1.Pod{}:                            narrow,
+				&corev1.Service{}:                        narrow,
+				&corev1.ConfigMap{}:                      narrow,
+				&corev1.PersistentVolumeClaim{}:          narrow,
+				&appsv1.Deployment{}:                     narrow,
 				&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
 			},
 		},

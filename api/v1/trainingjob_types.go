@@ -69,9 +69,9 @@ const (
 
 // TrainingJobSpec is the desired state of a TrainingJob.
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="framework is immutable",fieldPath=".framework"
-// +kubebuilder:validation:XValidation:rule="(has(self.model) ? self.model : ”) == (has(oldSelf.model) ? oldSelf.model : ”)",message="model is immutable",fieldPath=".model"
-// +kubebuilder:validation:XValidation:rule="(has(self.dataset) ? self.dataset : ”) == (has(oldSelf.dataset) ? oldSelf.dataset : ”)",message="dataset is immutable",fieldPath=".dataset"
-// +kubebuilder:validation:XValidation:rule="(has(self.gpuResourceName) ? self.gpuResourceName : ”) == (has(oldSelf.gpuResourceName) ? oldSelf.gpuResourceName : ”)",message="gpuResourceName is immutable",fieldPath=".gpuResourceName"
+// +kubebuilder:validation:XValidation:rule="has(self.model) == has(oldSelf.model) && (!has(self.model) || self.model == oldSelf.model)",message="model is immutable",fieldPath=".model"
+// +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || self.dataset == oldSelf.dataset)",message="dataset is immutable",fieldPath=".dataset"
+// +kubebuilder:validation:XValidation:rule="has(self.gpuResourceName) == has(oldSelf.gpuResourceName) && (!has(self.gpuResourceName) || self.gpuResourceName == oldSelf.gpuResourceName)",message="gpuResourceName is immutable",fieldPath=".gpuResourceName"
 // +kubebuilder:validation:XValidation:rule="!has(self.parameterServers) || self.parameterServers == 0 || self.framework == 'tensorflow'",message="parameterServers is only supported with framework tensorflow",fieldPath=".parameterServers"
 type TrainingJobSpec struct {
 	// Framework decides which distributed-training environment is injected:

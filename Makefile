@@ -72,20 +72,6 @@ test: envtest-tools controller-gen vet ## Run vet, unit tests and envtest suites
 build: ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
-.PHONY: run
-run: ## Run the manager on this machine against the cluster in your kubeconfig.
-	go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --enable-webhooks=false
-
-##@ Deployment
-
-.PHONY: install
-install: kustomize ## Install the CRDs into the cluster in your kubeconfig.
-	$(KUSTOMIZE) build config/crd | kubectl apply --server-side -f -
-
-.PHONY: uninstall
-uninstall: kustomize ## Remove the CRDs (and with them every TrainingJob and ModelDeployment).
-	$(KUSTOMIZE) build config/crd | kubectl delete --ignore-not-found -f -
-
 ##@ Tools
 
 .PHONY: tools

@@ -68,9 +68,20 @@ func NewOptions() *Options {
 		EnableWebhooks:          true,
 		WebhookPort:             9443,
 		GPUNodeSelector:         map[string]string{},
-		DefaultImages:           map[string]string{},
+		DefaultImages:           DefaultFrameworkImages(),
 		SyncPeriod:              10 * time.Hour,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
+	}
+}
+
+// DefaultFrameworkImages are the worker images used when a TrainingJob names
+// none and the admin has not overridden them with --default-image.
+func DefaultFrameworkImages() map[string]string {
+	return map[string]string{
+		"pytorch":    "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+		"tensorflow": "docker.io/tensorflow/tensorflow:2.18.0-gpu",
+		"xgboost":    "docker.io/rapidsai/base:24.12-cuda12.5-py3.12",
+		"jax":        "ghcr.io/nvidia/jax:jax-2025-01-15",
 	}
 }
 

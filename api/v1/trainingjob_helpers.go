@@ -1,0 +1,150 @@
+package v1
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The helpers below give the effective value of fields whose default depends
+// on other fields. The defaulting webhook writes these values into the spec;
+// the controller reads them through the same functions, so a job created
+// while the webhook was unavailable behaves the same.
+
+// EffectiveGPUs is gpusPerWorker, 1 when unset.
+func (s *TrainingJobSpec) EffectiveGPUs() int32 {
+	if s.GPUsPerWorker == nil {
+		return 1
+	}
+	return *s.GPUsPerWorker
+}
+
+// EffectiveNumWorkers is numWorkers, 1 when unset.
+func (s *TrainingJobSpec) EffectiveNumWorkers() int32 {
+	if s.NumWorkers < 1 {
+		return 1
+	}
+	return s.NumWorkers
+}
+
+// EffectiveNProcPerNode is nprocPerNode, or gpusPerWorker, or 1 without GPUs.
+func (s *TrainingJobSpec) EffectiveNProcPerNode() int32 {
+	if s.NProcPerNode != nil && *s.NProcPerNode > 0 {
+		return *s.NProcPerNode
+	}
+	if g := s.EffectiveGPUs(); g > 0 {
+		return g
+	}
+	return 1
+}
+
+// WorldSize is the total number of processes: numWorkers x nprocPerNode.
+func (s *TrainingJobSpec) WorldSize() int32 {
+	return s.EffectiveNumWorkers() * s.EffectiveNProcPerNode()
+}
+
+// EffectiveBackend is networking.backend, or nccl with GPUs, else gloo.
+func (s *TrainingJobSpec) EffectiveBackend() CommunicationBackend {
+	if s.Networking.Backend != "" {
+		return s.Networking.Backend
+	}
+	if s.EffectiveGPUs() > 0 {
+		return BackendNCCL
+	}
+	return BackendGloo
+}
+
+// EffectiveMasterPort is networking.masterPort, 29500 when unset.
+func (s *TrainingJobSpec) EffectiveMasterPort() int32 {
+	if s.Networking.MasterPort == 0 {
+		return 29500
+	}
+	return s.Networking.MasterPort
+}
+
+// EffectiveGPUResourceName is gpuResourceName, nvidia.com/gpu when unset.
+func (s *TrainingJobSpec) EffectiveGPUResourceName() corev1.ResourceName {
+	if s.GPUResourceName == "" {
+		return DefaultGPUResourceName
+	}
+	return corev1.ResourceName(s.GPUResourceName)
+}
+
+// EffectiveCheckpointAccessModes are checkpoint.storage.accessModes, or
+// ReadWriteMany when numWorkers > 1, else ReadWriteOnce.
+func (s *TrainingJobSpec) EffectiveCheckpointAccessModes() []corev1.PersistentVolumeAccessMode {
+	if len(s.Checkpoint.Storage.AccessModes) > 0 {
+		return s.Checkpoint.Storage.AccessModes
+	}
+	if s.EffectiveNumWorkers() > 1 {
+		return []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	}
+	return []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+}
+
+// IsSuspended reports spec.suspend.
+func (s *TrainingJobSpec) IsSuspended() bool { return s.Suspend != nil && *s.Suspend }
+
+// CheckpointEnabled reports checkpoint.enabled (true when unset).
+func (s *TrainingJobSpec) CheckpointEnabled() bool {
+	return s.Checkpoint.Enabled == nil || *s.Checkpoint.Enabled
+}
+
+// RetainCheckpoints reports checkpoint.retainOnDelete (true when unset).
+func (s *TrainingJobSpec) RetainCheckpoints() bool {
+	return s.Checkpoint.RetainOnDelete == nil || *s.Checkpoint.RetainOnDelete
+}
+
+// EffectiveBackoffLimit is backoffLimit, 3 when unset.
+func (s *TrainingJobSpec) EffectiveBackoffLimit() int32 {
+	if s.BackoffLimit == nil {
+		return 3
+	}
+	return *s.BackoffLimit
+}
+
+// TotalEpochs is hyperparameters.epochs when it is a whole number, else 0.
+func (s *TrainingJobSpec) TotalEpochs() int32 {
+	for k, v := range s.Hyperparameters {
+		if strings.EqualFold(k, "epochs") {
+			if n, ok := v.Int(); ok && n > 0 && n <= 1<<31-1 {
+				return int32(n)
+			}
+		}
+	}
+	return 0
+}
+
+// UsesCheckpointPVC reports whether the operator creates <name>-checkpoints:
+// checkpointing on, storage pvc and no existingClaim.
+func (s *TrainingJobSpec) UsesCheckpointPVC() bool {
+	st := s.Checkpoint.Storage
+	return s.CheckpointEnabled() && (st.Type == "" || st.Type == StorageTypePVC) && st.ExistingClaim == ""
+}
+
+// Child names. Every name is derived from the job name, which is at most 52
+// characters, so each stays a valid DNS label.
+
+// WorkerPodName is the pod of a rank: <name>-worker-<rank>.
+func WorkerPodName(job string, rank int32) string { return fmt.Sprintf("%s-worker-%d", job, rank) }
+
+// PSPodName is a TensorFlow parameter server pod: <name>-ps-<i>.
+func PSPodName(job string, i int32) string { return fmt.Sprintf("%s-ps-%d", job, i) }
+
+// WorkersServiceName is the headless Service: <name>-workers.
+func WorkersServiceName(job string) string { return job + "-workers" }
+
+// ConfigMapName is the job ConfigMap: <name>-config.
+func ConfigMapName(job string) string { return job + "-config" }
+
+// CheckpointPVCName is the checkpoint PVC: <name>-checkpoints.
+func CheckpointPVCName(job string) string { return job + "-checkpoints" }
+
+// MasterAddr is rank 0's FQDN: <name>-worker-0.<name>-workers.<namespace>.svc.
+func MasterAddr(job, namespace string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", WorkerPodName(job, 0), WorkersServiceName(job), namespace)
+}
+
+// MaxNameLength is the longest TrainingJob name whose children are all valid DNS labels.
+const MaxNameLength = 52

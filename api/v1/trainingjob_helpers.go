@@ -148,3 +148,137 @@ func MasterAddr(job, namespace string) string {
 
 // MaxNameLength is the longest TrainingJob name whose children are all valid DNS labels.
 const MaxNameLength = 52
+
+// EffectiveFramework is framework, pytorch when unset.
+func (s *TrainingJobSpec) EffectiveFramework() Framework {
+	if s.Framework == "" {
+		return FrameworkPyTorch
+	}
+	return s.Framework
+}
+
+// EffectiveImage is spec.image, or the default image for the framework from
+// defaults (framework name -> image), or "" when neither exists.
+func (s *TrainingJobSpec) EffectiveImage(defaults map[string]string) string {
+	if s.Image != "" {
+		return s.Image
+	}
+	return defaults[string(s.EffectiveFramework())]
+}
+
+// EffectiveRestartPolicy is restartPolicy, OnFailure when unset.
+func (s *TrainingJobSpec) EffectiveRestartPolicy() RestartPolicy {
+	if s.RestartPolicy == "" {
+		return RestartPolicyOnFailure
+	}
+	return s.RestartPolicy
+}
+
+// EffectiveCleanPodPolicy is runPolicy.cleanPodPolicy, Running when unset.
+func (s *TrainingJobSpec) EffectiveCleanPodPolicy() CleanPodPolicy {
+	if s.RunPolicy.CleanPodPolicy == "" {
+		return CleanPodPolicyRunning
+	}
+	return s.RunPolicy.CleanPodPolicy
+}
+
+// EffectiveCheckpointPath is checkpoint.path, /checkpoints when unset.
+func (s *TrainingJobSpec) EffectiveCheckpointPath() string {
+	if s.Checkpoint.Path == "" {
+		return "/checkpoints"
+	}
+	return s.Checkpoint.Path
+}
+
+// EffectiveCheckpointFrequency is checkpoint.frequency, 1 when unset.
+func (s *TrainingJobSpec) EffectiveCheckpointFrequency() int32 {
+	if s.Checkpoint.Frequency < 1 {
+		return 1
+	}
+	return s.Checkpoint.Frequency
+}
+
+// EffectiveCheckpointKeepLast is checkpoint.keepLast, 3 when unset.
+func (s *TrainingJobSpec) EffectiveCheckpointKeepLast() int32 {
+	if s.Checkpoint.KeepLast < 1 {
+		return 3
+	}
+	return s.Checkpoint.KeepLast
+}
+
+// EffectiveCheckpointStorageType is checkpoint.storage.type, pvc when unset.
+func (s *TrainingJobSpec) EffectiveCheckpointStorageType() StorageType {
+	if s.Checkpoint.Storage.Type == "" {
+		return StorageTypePVC
+	}
+	return s.Checkpoint.Storage.Type
+}
+
+// CheckpointClaimName is the PVC mounted at checkpoint.path: existingClaim,
+// or <name>-checkpoints, or "" when checkpoints are off or in object storage.
+func (j *TrainingJob) CheckpointClaimName() string {
+	s := &j.Spec
+	if !s.CheckpointEnabled() || s.EffectiveCheckpointStorageType() != StorageTypePVC {
+		return ""
+	}
+	if s.Checkpoint.Storage.ExistingClaim != "" {
+		return s.Checkpoint.Storage.ExistingClaim
+	}
+	return CheckpointPVCName(j.Name)
+}
+
+// CheckpointLocation is where the checkpoint of an epoch lives, as exported
+// in RESUME_FROM_CHECKPOINT: <checkpoint.path>/epoch-<N> on a volume, or
+// <storage.uri>/epoch-<N> in object storage. Trainers write checkpoints
+// under these names (see docs/trainingjob.md).
+func (s *TrainingJobSpec) CheckpointLocation(epoch int32) string {
+	base := s.EffectiveCheckpointPath()
+	if t := s.EffectiveCheckpointStorageType(); t != StorageTypePVC && s.Checkpoint.Storage.URI != "" {
+		base = strings.TrimSuffix(s.Checkpoint.Storage.URI, "/")
+	}
+	return fmt.Sprintf("%s/epoch-%d", strings.TrimSuffix(base, "/"), epoch)
+}
+
+// EffectiveMetricsPort is metrics.port, 8000 when unset.
+func (s *TrainingJobSpec) EffectiveMetricsPort() int32 {
+	if s.Metrics.Port == 0 {
+		return 8000
+	}
+	return s.Metrics.Port
+}
+
+// EffectiveMetricsPath is metrics.path, /metrics when unset.
+func (s *TrainingJobSpec) EffectiveMetricsPath() string {
+	if s.Metrics.Path == "" {
+		return "/metrics"
+	}
+	return s.Metrics.Path
+}
+
+// EffectiveDataMountPath is dataVolume.mountPath, /data when unset.
+func (d *DataVolumeSpec) EffectiveDataMountPath() string {
+	if d.MountPath == "" {
+		return "/data"
+	}
+	return d.MountPath
+}
+
+// Attempt is the current gang attempt: every gang restart, for a failure or
+// a disruption, starts a new one. Pods carry it in LabelRestartAttempt.
+func (s *TrainingJobStatus) Attempt() int32 { return s.Restarts + s.Disruptions }
+
+// V1Alpha1Phase maps a v1 state onto the v1alpha1 phases (Pending, Running,
+// Succeeded, Failed). It is the one place this mapping lives: Initializing
+// and Suspended read as Pending, Restarting as Running.
+func (s TrainingJobState) V1Alpha1Phase() string {
+	switch s {
+	case StateRunning, StateRestarting:
+		return "Running"
+	case StateCompleted:
+		return "Succeeded"
+	case StateFailed:
+		return "Failed"
+	default:
+		return "Pending"
+	}
+}

@@ -545,6 +545,12 @@ type TrainingJobStatus struct {
 	// +optional
 	Disruptions int32 `json:"disruptions,omitempty"`
 
+	// LastRestartTime is when the latest gang restart (failure or disruption)
+	// was decided; the next gang is created once the backoff since this time
+	// has passed.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
+
 	// LastCheckpoint is the latest checkpoint rank 0 reported; later attempts
 	// resume from it.
 	// +optional

@@ -788,6 +788,10 @@ func (in *TrainingJobStatus) DeepCopyInto(out *TrainingJobStatus) {
 		*out = make([]WorkerStatus, len(*in))
 		copy(*out, *in)
 	}
+	if in.LastRestartTime != nil {
+		in, out := &in.LastRestartTime, &out.LastRestartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastCheckpoint != nil {
 		in, out := &in.LastCheckpoint, &out.LastCheckpoint
 		*out = new(CheckpointStatus)

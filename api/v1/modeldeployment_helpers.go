@@ -51,3 +51,55 @@ func (s *ModelDeploymentSpec) AutoRollback() bool {
 
 // VersionResourceName is the Deployment, Service and HPA of a version: <name>-<version>.
 func VersionResourceName(md, version string) string { return md + "-" + version }
+
+// ModelDeploymentConfigMapName is the ConfigMap holding spec.config: <name>-config.
+func ModelDeploymentConfigMapName(md string) string { return md + "-config" }
+
+// ModelCacheClaimName is a version's model cache PVC: <name>-<version>-model.
+func ModelCacheClaimName(md, version string) string { return VersionResourceName(md, version) + "-model" }
+
+// EffectiveIntervalSeconds is healthCheck.intervalSeconds, or 30 when unset.
+func (s *ModelDeploymentSpec) EffectiveIntervalSeconds() int32 {
+	if s.HealthCheck.IntervalSeconds > 0 {
+		return s.HealthCheck.IntervalSeconds
+	}
+	return 30
+}
+
+// EffectiveFailureThreshold is healthCheck.failureThreshold, or 3 when unset.
+func (s *ModelDeploymentSpec) EffectiveFailureThreshold() int32 {
+	if s.HealthCheck.FailureThreshold > 0 {
+		return s.HealthCheck.FailureThreshold
+	}
+	return 3
+}
+
+// EffectiveProgressDeadlineSeconds is rollout.progressDeadlineSeconds, or 600 when unset.
+func (s *ModelDeploymentSpec) EffectiveProgressDeadlineSeconds() int32 {
+	if s.Rollout.ProgressDeadlineSeconds > 0 {
+		return s.Rollout.ProgressDeadlineSeconds
+	}
+	return 600
+}
+
+// EffectiveMaxErrorRate is rollout.maxErrorRate, or 0.05 when unset.
+func (s *ModelDeploymentSpec) EffectiveMaxErrorRate() float64 {
+	if s.Rollout.MaxErrorRate != nil {
+		return *s.Rollout.MaxErrorRate
+	}
+	return 0.05
+}
+
+// EffectivePort is spec.port, or 8080 when unset.
+func (s *ModelDeploymentSpec) EffectivePort() int32 {
+	if s.Port == 0 {
+		return 8080
+	}
+	return s.Port
+}
+
+// RetainStorage reports storage.retainOnDelete (true when unset): the model
+// cache PVCs outlive their version and the ModelDeployment.
+func (s *ModelDeploymentSpec) RetainStorage() bool {
+	return s.Storage == nil || s.Storage.RetainOnDelete == nil || *s.Storage.RetainOnDelete
+}

@@ -346,6 +346,26 @@ type VersionStatus struct {
 	Weight int32 `json:"weight"`
 	// Ready is true when the version has Ready pods and receives traffic.
 	Ready bool `json:"ready"`
+	// RolloutStartTime is when the version's current pod template was first
+	// applied (or retried after a rollback); the progress deadline counts from it.
+	// +optional
+	RolloutStartTime *metav1.Time `json:"rolloutStartTime,omitempty"`
+	// RolloutComplete is true once the version has had a Ready pod since
+	// RolloutStartTime.
+	// +optional
+	RolloutComplete bool `json:"rolloutComplete,omitempty"`
+	// TemplateHash identifies the pod template the rollout is for.
+	// +optional
+	TemplateHash string `json:"templateHash,omitempty"`
+	// Remediations counts the health checks that deleted crash-looping pods of
+	// this version since it was last fully Ready. A crash loop that survives a
+	// remediation is a failed rollout.
+	// +optional
+	Remediations int32 `json:"remediations,omitempty"`
+	// DrainStartTime is set when the version left the spec: it gets weight 0
+	// and its children are deleted one health interval later.
+	// +optional
+	DrainStartTime *metav1.Time `json:"drainStartTime,omitempty"`
 }
 
 // HistoryEntry is one applied version set.

@@ -65,25 +65,19 @@ func (dst *TrainingJob) ConvertFrom(srcRaw conversion.Hub) error {
 	return nil
 }
 
-// PhaseForState is the v1alpha1 phase that shows a v1 state: Completed is
-// Succeeded, a job setting up or suspended is Pending, a job restarting its
-// gang is still Running. This and StateForPhase are the only place the two
-// vocabularies meet.
+// PhaseForState is the v1alpha1 phase that shows a v1 state. The mapping
+// itself is mlv1.TrainingJobState.V1Alpha1Phase (Completed is Succeeded, a
+// job setting up or suspended is Pending, a restarting gang is Running); a job
+// without a state yet has no phase either, so that the round trip is exact.
 func PhaseForState(s mlv1.TrainingJobState) TrainingJobPhase {
-	switch s {
-	case mlv1.StateCompleted:
-		return PhaseSucceeded
-	case mlv1.StateInitializing, mlv1.StateSuspended:
-		return PhasePending
-	case mlv1.StateRestarting:
-		return PhaseRunning
-	default: // Pending, Running, Failed and "" are spelt the same.
-		return TrainingJobPhase(s)
+	if s == "" {
+		return ""
 	}
+	return TrainingJobPhase(s.V1Alpha1Phase())
 }
 
-// StateForPhase is the v1 state of a v1alpha1 phase: Succeeded is Completed,
-// the others are spelt the same.
+// StateForPhase is the v1 state of a v1alpha1 phase, the inverse of
+// PhaseForState: Succeeded is Completed, the others are spelt the same.
 func StateForPhase(p TrainingJobPhase) mlv1.TrainingJobState {
 	if p == PhaseSucceeded {
 		return mlv1.StateCompleted

@@ -1,0 +1,93 @@
+# OLM bundle, file-based catalog and images: owned by the packaging work (issue 8).
+# docs/install.md describes the release procedure these targets implement.
+
+BUNDLE_CHANNELS ?= --channels=$(CHANNELS)
+BUNDLE_DEFAULT_CHANNEL ?= --default-channel=$(DEFAULT_CHANNEL)
+BUNDLE_METADATA_OPTS ?= $(BUNDLE_CHANNELS) $(BUNDLE_DEFAULT_CHANNEL)
+BUNDLE_GEN_FLAGS ?= -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
+# operator-sdk v1.34's marker parser predates controller-tools' CEL markers
+# (fieldPath, messageExpression) and fails on api/; the CSV descriptors are
+# kept in the CSV base instead, so it is pointed at an empty API directory.
+OLM_NO_APIS := tmp/olm-no-apis
+# The catalog: one directory per package, with a template of channel entries
+# and one rendered bundle per released version (catalog/README.md).
+CATALOG_DIR ?= catalog
+CATALOG_PACKAGE_DIR := $(CATALOG_DIR)/ml-operator
+
+# The overlay `make bundle` builds: config/manifests with the manager image
+# set to IMG, and RELATED_IMAGE_MANAGER (which generate bundle turns into the
+# CSV's relatedImages entry) copied from it.
+define BUNDLE_KUSTOMIZATION
+resources:
+- ../../config/manifests
+images:
+- name: $(IMAGE_TAG_BASE)
+  newName: $(firstword $(subst :, ,$(IMG)))
+  newTag: $(lastword $(subst :, ,$(IMG)))
+replacements:
+- source:
+    kind: Deployment
+    name: ml-operator-controller-manager
+    fieldPath: spec.template.spec.containers.[name=manager].image
+  targets:
+  - select:
+      kind: Deployment
+      name: ml-operator-controller-manager
+    fieldPaths:
+    - spec.template.spec.containers.[name=manager].env.[name=RELATED_IMAGE_MANAGER].value
+  - select:
+      kind: ClusterServiceVersion
+    fieldPaths:
+    - metadata.annotations.containerImage
+endef
+
+##@ Bundle and catalog
+
+.PHONY: bundle
+bundle: manifests kustomize operator-sdk ## Generate and validate bundle/ and bundle.Dockerfile for VERSION (and IMG).
+	$(shell mkdir -p $(OLM_NO_APIS) tmp/bundle-kustomize)
+	$(OPERATOR_SDK) generate kustomize manifests -q --interactive=false --apis-dir $(OLM_NO_APIS)
+	$(file >tmp/bundle-kustomize/kustomization.yaml,$(BUNDLE_KUSTOMIZATION))
+	$(KUSTOMIZE) build tmp/bundle-kustomize | $(OPERATOR_SDK) generate bundle $(BUNDLE_GEN_FLAGS)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+.PHONY: bundle-validate
+bundle-validate: operator-sdk ## Validate bundle/ with operator-sdk's operatorframework suite (no regeneration).
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+.PHONY: catalog-add
+catalog-add: opm ## Render bundle/ into the catalog as VERSION (image BUNDLE_IMG); then add it to the channels (docs/install.md).
+	$(OPM) render ./bundle --output yaml \
+		| sed -e 's|^image: ""|image: $(BUNDLE_IMG)|' > $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml
+	@grep -q '^image: $(BUNDLE_IMG)$$' $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml || { echo "image not set in rendered bundle"; exit 1; }
+
+.PHONY: catalog-validate
+catalog-validate: opm ## Validate the file-based catalog with opm.
+	$(OPM) validate $(CATALOG_DIR)
+
+##@ Images (need a container engine; not run on the build machines without one)
+
+.PHONY: docker-build
+docker-build: ## Build the manager image IMG.
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the manager image IMG.
+	$(CONTAINER_TOOL) push $(IMG)
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image BUNDLE_IMG from bundle.Dockerfile.
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: bundle-push
+bundle-push: ## Push the bundle image BUNDLE_IMG.
+	$(CONTAINER_TOOL) push $(BUNDLE_IMG)
+
+.PHONY: catalog-build
+catalog-build: opm catalog-validate ## Build the catalog image CATALOG_IMG from catalog/ (opm serve base image).
+	$(OPM) generate dockerfile $(CATALOG_DIR) --binary-image quay.io/operator-framework/opm:$(OPM_VERSION)
+	$(CONTAINER_TOOL) build -f $(CATALOG_DIR).Dockerfile -t $(CATALOG_IMG) .
+
+.PHONY: catalog-push
+catalog-push: ## Push the catalog image CATALOG_IMG.
+	$(CONTAINER_TOOL) push $(CATALOG_IMG)

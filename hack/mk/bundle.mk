@@ -85,7 +85,8 @@ bundle-push: ## Push the bundle image BUNDLE_IMG.
 
 .PHONY: catalog-build
 catalog-build: opm catalog-validate ## Build the catalog image CATALOG_IMG from catalog/ (opm serve base image).
-	$(OPM) generate dockerfile $(CATALOG_DIR) --binary-image quay.io/operator-framework/opm:$(OPM_VERSION)
+	rm -f $(CATALOG_DIR).Dockerfile
+	$(OPM) generate dockerfile $(CATALOG_DIR) --base-image quay.io/operator-framework/opm:$(OPM_VERSION)
 	$(CONTAINER_TOOL) build -f $(CATALOG_DIR).Dockerfile -t $(CATALOG_IMG) .
 
 .PHONY: catalog-push

@@ -1,7 +1,36 @@
-# make run: owned by the local-cluster work (issue 7).
+# make run / make run-down: owned by the local-cluster work (issue 7).
+#
+# With a kubeconfig that reaches a cluster (and no LOCAL=1), `make run` keeps
+# the operator-sdk meaning: run the manager on this machine against it.
+# Otherwise it brings up a local kwok cluster with simulated GPU nodes
+# (cmd/localcluster, state in .kwok/), installs the CRDs and webhooks, runs
+# the manager and tears it all down on Ctrl-C or `make run-down`.
 
 ##@ Run
 
+LOCAL ?=
+LOCAL_WORKDIR ?= $(shell pwd)/.kwok
+LOCALCLUSTER_FLAGS = --workdir $(LOCAL_WORKDIR) --bin $(LOCALBIN) --manager $(LOCALBIN)/manager
+# Extra manager flags for the local run, e.g. MANAGER_ARGS=--zap-log-level=debug.
+MANAGER_ARGS ?=
+
 .PHONY: run
-run: ## Run the manager on this machine against the cluster in your kubeconfig.
-	go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --enable-webhooks=false
+run: ## Run the manager against the cluster in your kubeconfig; with none reachable (or LOCAL=1) on a local kwok cluster.
+	@if [ "$(LOCAL)" != "1" ] && $(KUBECTL) get --raw /readyz --request-timeout=5s >/dev/null 2>&1; then \
+		echo "Running the manager against $$($(KUBECTL) config current-context) (LOCAL=1 for a local cluster instead)"; \
+		go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --enable-webhooks=false $(MANAGER_ARGS); \
+	else \
+		$(MAKE) --no-print-directory run-local; \
+	fi
+
+.PHONY: run-local
+run-local: cluster-tools build localcluster ## Local kwok cluster + CRDs + webhooks + manager, until Ctrl-C.
+	$(LOCALBIN)/localcluster run $(LOCALCLUSTER_FLAGS) -- $(MANAGER_ARGS)
+
+.PHONY: run-down
+run-down: localcluster ## Stop `make run` and delete its local cluster.
+	$(LOCALBIN)/localcluster down $(LOCALCLUSTER_FLAGS)
+
+.PHONY: localcluster
+localcluster: ## Build bin/localcluster (drives kwokctl for make run and make e2e).
+	go build -o $(LOCALBIN)/localcluster ./cmd/localcluster

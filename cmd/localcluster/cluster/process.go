@@ -1,0 +1,53 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// FreePort asks the kernel for a TCP port on 127.0.0.1 that nobody listens on,
+// so parallel runs (and CI) do not collide.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Reaper deletes the cluster if the process that created it dies without
+// doing so (killed, panicked, timed out). Stop it after a clean teardown.
+type Reaper struct{ cmd *exec.Cmd }
+
+// StartReaper starts a small watcher in its own session: once process pid is
+// gone it runs `kwokctl delete cluster`, so no kube-apiserver, etcd or kwok
+// outlives the run that started them.
+func (c *Cluster) StartReaper(pid int) (*Reaper, error) {
+	script := `while kill -0 "$0" 2>/dev/null; do sleep 1; done; exec "$1" delete cluster --name "$2" --kubeconfig "$3"`
+	cmd := exec.Command("/bin/sh", "-c", script, strconv.Itoa(pid),
+		filepath.Join(c.opts.BinDir, "kwokctl"), c.opts.Name, c.Kubeconfig)
+	cmd.Env = append(os.Environ(),
+		"KWOK_WORKDIR="+c.opts.Workdir,
+		"PATH="+c.opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the cluster reaper: %w", err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return &Reaper{cmd: cmd}, nil
+}
+
+// Stop ends the watcher without deleting anything.
+func (r *Reaper) Stop() {
+	if r != nil && r.cmd.Process != nil {
+		// The watcher leads its own session: kill the group, its sleep too.
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

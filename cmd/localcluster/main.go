@@ -1,0 +1,315 @@
+// Command localcluster runs ml-operator on a local kwok cluster: a real
+// kube-apiserver, etcd, kube-controller-manager and kube-scheduler from bin/,
+// with kwok playing the kubelets of simulated GPU and CPU nodes. It is what
+// `make run` uses when no cluster is reachable (or LOCAL=1).
+//
+//	localcluster run  [flags] [-- manager flags]   cluster + CRDs + webhooks + manager, until Ctrl-C
+//	localcluster up   [flags]                      cluster + CRDs only; prints the export line and exits
+//	localcluster down [flags]                      stops a run (or an up) and deletes the cluster
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "run":
+		err = run(args)
+	case "up":
+		err = up(args)
+	case "down":
+		err = down(args)
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "localcluster %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: localcluster run|up|down [--workdir DIR] [--name NAME] [--bin DIR] [-- manager flags]")
+}
+
+type flags struct {
+	opts    cluster.Options
+	manager string
+	extra   []string
+}
+
+func parseFlags(name string, args []string) (*flags, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	f := &flags{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&f.opts.RepoRoot, "repo", wd, "Repository root (config/crd, config/webhook, hack/kwok).")
+	fs.StringVar(&f.opts.BinDir, "bin", filepath.Join(wd, "bin"), "Directory with kwokctl, kwok, kube-apiserver, etcd, kube-controller-manager and kube-scheduler.")
+	fs.StringVar(&f.opts.Workdir, "workdir", filepath.Join(wd, ".kwok"), "Where the cluster keeps its state, kubeconfig, certificates and logs.")
+	fs.StringVar(&f.opts.Name, "name", "ml-operator", "Cluster name.")
+	fs.StringVar(&f.manager, "manager", filepath.Join(wd, "bin", "manager"), "The manager binary (go build -o bin/manager ./cmd).")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	f.extra = fs.Args()
+	for _, p := range []*string{&f.opts.RepoRoot, &f.opts.BinDir, &f.opts.Workdir, &f.manager} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return nil, err
+		}
+	}
+	f.opts.Log = os.Stderr
+	return f, nil
+}
+
+func pidFile(o cluster.Options) string { return filepath.Join(o.Workdir, o.Name+".pid") }
+
+// up creates the cluster and leaves it running.
+func up(args []string) error {
+	f, err := parseFlags("up", args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := cluster.Create(ctx, f.opts)
+	if err != nil {
+		_ = cluster.Delete(context.Background(), f.opts)
+		return err
+	}
+	fmt.Printf("Local cluster %q is up: %s. The manager is not running (use `make run`).\n\n", f.opts.Name, describeNodes(f.opts))
+	fmt.Printf("export KUBECONFIG=%s\n\n", c.Kubeconfig)
+	fmt.Println("Delete it with `make run-down`.")
+	return nil
+}
+
+// down stops a running `localcluster run` (which tears its cluster down) and
+// deletes whatever is left.
+func down(args []string) error {
+	f, err := parseFlags("down", args)
+	if err != nil {
+		return err
+	}
+	if data, err := os.ReadFile(pidFile(f.opts)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, 0) == nil {
+			fmt.Fprintf(os.Stderr, "Stopping `make run` (pid %d)\n", pid)
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			deadline := time.Now().Add(time.Minute)
+			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		_ = os.Remove(pidFile(f.opts))
+	}
+	if err := cluster.Delete(context.Background(), f.opts); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "Local cluster %q deleted\n", f.opts.Name)
+	return nil
+}
+
+// run brings everything up, waits for Ctrl-C (or `make run-down`, or the
+// manager exiting) and tears everything down.
+func run(args []string) (err error) {
+	f, err := parseFlags("run", args)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(f.manager); err != nil {
+		return fmt.Errorf("manager binary: %w (build it with `go build -o bin/manager ./cmd`)", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	c, err := cluster.Create(ctx, f.opts)
+	if err != nil {
+		_ = cluster.Delete(context.Background(), f.opts)
+		return err
+	}
+	reaper, err := c.StartReaper(os.Getpid())
+	if err != nil {
+		_ = c.Delete(context.Background())
+		return err
+	}
+	if err := os.WriteFile(pidFile(f.opts), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "\nTearing down the local cluster")
+		if derr := c.Delete(context.Background()); derr != nil && err == nil {
+			err = derr
+		}
+		reaper.Stop()
+		_ = os.Remove(pidFile(f.opts))
+	}()
+
+	cert, err := cluster.WriteServingCert(filepath.Join(f.opts.Workdir, "webhook-certs"))
+	if err != nil {
+		return err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = cluster.FreePort(); err != nil {
+			return err
+		}
+	}
+	webhookPort, metricsPort, probePort := ports[0], ports[1], ports[2]
+	webhooks := c.HasWebhookManifests()
+
+	logPath := filepath.Join(f.opts.Workdir, "manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	mgrArgs := append([]string{
+		"--leader-elect=false",
+		"--metrics-secure=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+		fmt.Sprintf("--enable-webhooks=%t", webhooks),
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-host=127.0.0.1",
+		"--webhook-cert-path=" + cert.Dir,
+		"--zap-devel",
+	}, f.extra...)
+	mgr := exec.Command(f.manager, mgrArgs...)
+	mgr.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	mgr.Stdout, mgr.Stderr = logFile, logFile
+	// The manager dies with us even if we are killed outright.
+	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	fmt.Fprintf(os.Stderr, "Starting the manager (log: %s)\n", logPath)
+	if err := mgr.Start(); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	// done is closed once the manager has exited; mgrErr is its exit status.
+	done := make(chan struct{})
+	var mgrErr error
+	go func() { mgrErr = mgr.Wait(); close(done) }()
+	defer func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_ = mgr.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = mgr.Process.Kill()
+			<-done
+		}
+	}()
+
+	if err := waitReady(ctx, probePort, done); err != nil {
+		return fmt.Errorf("%w; see %s", err, logPath)
+	}
+	conversion := false
+	if webhooks {
+		w := cluster.Webhook{Port: webhookPort, CABundle: cert.CABundle}
+		installed, skipped, err := c.InstallWebhooks(ctx, w)
+		if err != nil {
+			return err
+		}
+		webhooks = len(installed) > 0
+		if webhooks {
+			fmt.Fprintf(os.Stderr, "Installed webhooks %s (URL client config on 127.0.0.1:%d)\n", strings.Join(installed, ", "), webhookPort)
+		}
+		if len(skipped) > 0 {
+			fmt.Fprintf(os.Stderr, "Not installed, the manager does not serve them yet: %s\n", strings.Join(skipped, ", "))
+		}
+		if ok, _ := cluster.ServesConversion(ctx, w); ok {
+			if err := c.EnableConversionWebhook(ctx, w); err != nil {
+				return err
+			}
+			conversion = true
+		}
+	}
+
+	fmt.Printf("\nLocal cluster %q is up: %s.\n", f.opts.Name, describeNodes(f.opts))
+	fmt.Printf("The manager is running (webhooks: %s, conversion webhook: %s, metrics: http://127.0.0.1:%d/metrics).\n\n",
+		onOff(webhooks), onOff(conversion), metricsPort)
+	fmt.Printf("export KUBECONFIG=%s\n\n", c.Kubeconfig)
+	fmt.Printf("Then, in another terminal (kubectl is in %s):\n", f.opts.BinDir)
+	fmt.Println("  kubectl apply -k config/samples")
+	fmt.Println("  kubectl get tj,md -A")
+	fmt.Printf("\nManager log: %s\nComponent logs: %s\n", logPath, c.LogsDir())
+	fmt.Println("Stop with Ctrl-C here, or `make run-down`.")
+
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-done:
+		return fmt.Errorf("the manager exited: %v; see %s", mgrErr, logPath)
+	}
+}
+
+// waitReady polls the manager's /readyz until it answers 200.
+func waitReady(ctx context.Context, port int, exited <-chan struct{}) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+	deadline := time.After(2 * time.Minute)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return errors.New("the manager exited before it was ready")
+		case <-deadline:
+			return errors.New("the manager was not ready within 2 minutes")
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func describeNodes(o cluster.Options) string {
+	nodes := o.Nodes
+	if nodes == nil {
+		nodes = cluster.DefaultNodes()
+	}
+	gpuNodes, cpuNodes, gpus := 0, 0, 0
+	for _, n := range nodes {
+		if n.GPUs > 0 {
+			gpuNodes++
+			gpus += n.GPUs
+		} else {
+			cpuNodes++
+		}
+	}
+	return fmt.Sprintf("%d GPU nodes (%d nvidia.com/gpu in all), %d CPU nodes", gpuNodes, gpus, cpuNodes)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,258 @@
+package packaging
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/operator-framework/api/pkg/manifests"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"github.com/operator-framework/api/pkg/validation"
+	"github.com/operator-framework/api/pkg/validation/errors"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// bundleDir is what `make bundle` generates.
+func bundleDir() string { return filepath.Join(testutil.RepoRoot(), "bundle") }
+
+// loadBundle reads bundle/ the way OLM tooling does.
+func loadBundle(t *testing.T) *manifests.Bundle {
+	t.Helper()
+	b, err := manifests.GetBundleFromDir(bundleDir())
+	if err != nil {
+		t.Fatalf("loading bundle/: %v", err)
+	}
+	if b.CSV == nil {
+		t.Fatal("bundle/ has no ClusterServiceVersion")
+	}
+	return b
+}
+
+// TestBundlePassesOperatorFrameworkValidators runs the validators of
+// `operator-sdk bundle validate --select-optional suite=operatorframework`
+// and fails on any error.
+func TestBundlePassesOperatorFrameworkValidators(t *testing.T) {
+	b := loadBundle(t)
+	validators := validation.DefaultBundleValidators.WithValidators(
+		validation.OperatorHubV2Validator,
+		validation.StandardCapabilitiesValidator,
+		validation.StandardCategoriesValidator,
+		validation.GoodPracticesValidator,
+		validation.AlphaDeprecatedAPIsValidator,
+	)
+	results := validators.Validate(b, map[string]string{"k8s-version": b.CSV.Spec.MinKubeVersion})
+	checkResults(t, results)
+}
+
+func checkResults(t *testing.T, results []errors.ManifestResult) {
+	t.Helper()
+	for _, r := range results {
+		for _, e := range r.Errors {
+			t.Errorf("%s: %v", r.Name, e)
+		}
+		for _, w := range r.Warnings {
+			t.Logf("warning: %s: %v", r.Name, w)
+		}
+	}
+}
+
+
+func TestBundleMetadata(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(bundleDir(), "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"operators.operatorframework.io.bundle.package.v1":         "ml-operator",
+		"operators.operatorframework.io.bundle.channels.v1":        "stable,candidate",
+		"operators.operatorframework.io.bundle.channel.default.v1": "stable",
+		"operators.operatorframework.io.bundle.mediatype.v1":       "registry+v1",
+	}
+	for k, v := range want {
+		if meta.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, meta.Annotations[k], v)
+		}
+	}
+	// bundle.Dockerfile carries the same labels, as operator-sdk writes it.
+	dockerfile, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "bundle.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if !strings.Contains(string(dockerfile), "LABEL "+k+"="+v+"\n") {
+			t.Errorf("bundle.Dockerfile lacks LABEL %s=%s", k, v)
+		}
+	}
+}
+
+func TestCSVDescribesTheOperator(t *testing.T) {
+	csv := loadBundle(t).CSV
+	ann := csv.Annotations
+	if ann["categories"] != "AI/Machine Learning" {
+		t.Errorf("categories = %q", ann["categories"])
+	}
+	if ann["capabilities"] != "Deep Insights" {
+		t.Errorf("capabilities = %q, want Deep Insights (metrics, alerts and a dashboard ship with the operator)", ann["capabilities"])
+	}
+	if csv.Spec.DisplayName == "" || len(csv.Spec.Description) < 200 {
+		t.Error("CSV needs a display name and a real description")
+	}
+	if len(csv.Spec.Icon) == 0 || csv.Spec.Icon[0].MediaType == "" || csv.Spec.Icon[0].Data == "" {
+		t.Error("CSV icon must have data and a mediatype")
+	}
+	if len(csv.Spec.Keywords) < 3 || len(csv.Spec.Maintainers) == 0 || len(csv.Spec.Links) == 0 {
+		t.Error("CSV needs keywords, maintainers and links")
+	}
+	if csv.Spec.MinKubeVersion == "" {
+		t.Error("CSV has no minKubeVersion")
+	}
+	if csv.Spec.Version.String() == "0.0.0" {
+		t.Error("CSV version was not set by make bundle")
+	}
+}
+
+// TestCSVOwnsBothCRDsWithDescriptors checks the owned CRDs and the
+// descriptors for the fields people look at.
+func TestCSVOwnsBothCRDsWithDescriptors(t *testing.T) {
+	b := loadBundle(t)
+	owned := map[string]operatorsv1alpha1.CRDDescription{}
+	for _, d := range b.CSV.Spec.CustomResourceDefinitions.Owned {
+		owned[d.Name+"/"+d.Version] = d
+	}
+	want := map[string]struct{ spec, status []string }{
+		"trainingjobs.ml.example.com/v1":     {[]string{"framework", "image", "numWorkers", "gpusPerWorker", "suspend"}, []string{"state", "progress", "conditions", "allocatedGPUs", "restarts"}},
+		"modeldeployments.ml.example.com/v1": {[]string{"modelName", "framework", "image"}, []string{"phase", "url", "conditions", "activeVersions"}},
+	}
+	for key, w := range want {
+		d, ok := owned[key]
+		if !ok {
+			t.Errorf("CSV does not own %s", key)
+			continue
+		}
+		var specPaths, statusPaths []string
+		for _, s := range d.SpecDescriptors {
+			specPaths = append(specPaths, s.Path)
+		}
+		for _, s := range d.StatusDescriptors {
+			statusPaths = append(statusPaths, s.Path)
+		}
+		for _, p := range w.spec {
+			if !slices.Contains(specPaths, p) {
+				t.Errorf("%s has no spec descriptor for %s", key, p)
+			}
+		}
+		for _, p := range w.status {
+			if !slices.Contains(statusPaths, p) {
+				t.Errorf("%s has no status descriptor for %s", key, p)
+			}
+		}
+	}
+	// Every owned CRD ships in the bundle.
+	inBundle := map[string]bool{}
+	for _, crd := range b.V1CRDs {
+		for _, v := range crd.Spec.Versions {
+			inBundle[crd.Name+"/"+v.Name] = true
+		}
+	}
+	for key := range owned {
+		if !inBundle[key] {
+			t.Errorf("CSV owns %s, which is not in the bundle", key)
+		}
+	}
+	if len(b.V1CRDs) != 2 {
+		t.Errorf("bundle has %d CRDs, want 2", len(b.V1CRDs))
+	}
+}
+
+// TestCSVInstallsInAllNamespacesOnly: OLM supports conversion webhooks only
+// in AllNamespaces mode.
+func TestCSVInstallsInAllNamespacesOnly(t *testing.T) {
+	for _, m := range loadBundle(t).CSV.Spec.InstallModes {
+		want := m.Type == operatorsv1alpha1.InstallModeTypeAllNamespaces
+		if m.Supported != want {
+			t.Errorf("install mode %s supported=%v, want %v", m.Type, m.Supported, want)
+		}
+	}
+}
+
+// TestCSVDeploymentMountsNoCertManagerSecret: OLM mounts its own webhook
+// certificate, so the bundle's Deployment must not reference a Secret.
+func TestCSVDeploymentMountsNoCertManagerSecret(t *testing.T) {
+	csv := loadBundle(t).CSV
+	deployments := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs
+	if len(deployments) != 1 {
+		t.Fatalf("CSV has %d deployments, want 1", len(deployments))
+	}
+	spec := deployments[0].Spec.Template.Spec
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("bundle Deployment mounts Secret %s (volume %s); OLM provides the webhook certificate", v.Secret.SecretName, v.Name)
+		}
+	}
+	for _, c := range spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if strings.HasPrefix(m.MountPath, "/tmp/k8s-webhook-server") {
+				t.Errorf("container %s mounts %s; OLM mounts its certificate there itself", c.Name, m.MountPath)
+			}
+		}
+	}
+	if r := deployments[0].Spec.Replicas; r == nil || *r != 2 {
+		t.Errorf("bundle Deployment replicas = %s, want 2", ptrString(r))
+	}
+}
+
+// TestCSVRelatedImages lists the manager image and the default worker images,
+// so disconnected clusters can mirror them.
+func TestCSVRelatedImages(t *testing.T) {
+	csv := loadBundle(t).CSV
+	images := map[string]string{}
+	for _, ri := range csv.Spec.RelatedImages {
+		images[ri.Name] = ri.Image
+	}
+	container := csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs[0].Spec.Template.Spec.Containers[0]
+	if images["manager"] != container.Image {
+		t.Errorf("relatedImages manager = %q, want the Deployment's image %q", images["manager"], container.Image)
+	}
+	if csv.Annotations["containerImage"] != container.Image {
+		t.Errorf("containerImage annotation %q differs from the Deployment's image %q", csv.Annotations["containerImage"], container.Image)
+	}
+	if !strings.HasSuffix(container.Image, ":v"+csv.Spec.Version.String()) {
+		t.Errorf("manager image %q is not tagged with the bundle version %s", container.Image, csv.Spec.Version)
+	}
+	for _, fw := range []string{"pytorch", "tensorflow", "xgboost", "jax"} {
+		if images[fw] == "" {
+			t.Errorf("relatedImages has no %s default worker image", fw)
+		}
+	}
+}
+
+// TestCSVALMExamplesAreValidJSON: alm-examples must parse (OperatorHub shows it).
+func TestCSVALMExamplesAreValidJSON(t *testing.T) {
+	var examples []map[string]any
+	if err := json.Unmarshal([]byte(loadBundle(t).CSV.Annotations["alm-examples"]), &examples); err != nil {
+		t.Fatalf("alm-examples is not a JSON list: %v", err)
+	}
+}
+
+func TestScorecardConfigShips(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(bundleDir(), "tests", "scorecard", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, test := range []string{"basic-check-spec", "olm-bundle-validation", "olm-crds-have-validation", "olm-spec-descriptors", "olm-status-descriptors"} {
+		if !strings.Contains(string(data), "- "+test+"\n") {
+			t.Errorf("scorecard config lacks %s", test)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package packaging
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/operator-framework/operator-registry/alpha/declcfg"
+	"github.com/operator-framework/operator-registry/alpha/model"
+
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+const (
+	packageName   = "ml-operator"
+	latestRelease = "ml-operator.v0.2.0"
+)
+
+// loadCatalog loads catalog/ with operator-registry's declarative-config
+// loader and converts it to the model opm validate checks.
+func loadCatalog(t *testing.T) (*declcfg.DeclarativeConfig, model.Model) {
+	t.Helper()
+	cfg, err := declcfg.LoadFS(context.Background(), os.DirFS(filepath.Join(testutil.RepoRoot(), "catalog")))
+	if err != nil {
+		t.Fatalf("loading catalog/: %v", err)
+	}
+	m, err := declcfg.ConvertToModel(*cfg)
+	if err != nil {
+		t.Fatalf("catalog/ does not convert to a valid model: %v", err)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatalf("catalog/ is invalid: %v", err)
+	}
+	return cfg, m
+}
+
+// TestCatalogUpgradeGraph checks the channels: stable (default) and candidate
+// both hold 0.1.0 and 0.2.0, 0.2.0 replaces 0.1.0 and heads each channel, and
+// no entry replaces a bundle the channel does not have.
+func TestCatalogUpgradeGraph(t *testing.T) {
+	cfg, m := loadCatalog(t)
+	pkg, ok := m[packageName]
+	if !ok {
+		t.Fatalf("catalog has no package %s", packageName)
+	}
+	if pkg.DefaultChannel == nil || pkg.DefaultChannel.Name != "stable" {
+		t.Errorf("default channel = %v, want stable", pkg.DefaultChannel)
+	}
+	if got := sortedKeys(pkg.Channels); strings.Join(got, ",") != "candidate,stable" {
+		t.Errorf("channels = %v, want candidate and stable", got)
+	}
+	for _, name := range []string{"stable", "candidate"} {
+		ch, ok := pkg.Channels[name]
+		if !ok {
+			continue
+		}
+		head, err := ch.Head()
+		if err != nil {
+			t.Errorf("channel %s: %v", name, err)
+			continue
+		}
+		if head.Name != latestRelease {
+			t.Errorf("channel %s head = %s, want %s", name, head.Name, latestRelease)
+		}
+		if head.Replaces != "ml-operator.v0.1.0" {
+			t.Errorf("channel %s: %s replaces %q, want ml-operator.v0.1.0", name, head.Name, head.Replaces)
+		}
+		// Walking replaces from the head reaches every bundle of the channel,
+		// so a subscription on any version upgrades to the head.
+		seen := map[string]bool{}
+		for b := head; b != nil; {
+			if seen[b.Name] {
+				t.Fatalf("channel %s: replaces cycle at %s", name, b.Name)
+			}
+			seen[b.Name] = true
+			if b.Replaces == "" {
+				break
+			}
+			next, ok := ch.Bundles[b.Replaces]
+			if !ok {
+				t.Errorf("channel %s: %s replaces %s, which the channel does not have", name, b.Name, b.Replaces)
+				break
+			}
+			b = next
+		}
+		if len(seen) != len(ch.Bundles) {
+			t.Errorf("channel %s: the replaces chain from the head reaches %d of %d bundles", name, len(seen), len(ch.Bundles))
+		}
+	}
+	// Every olm.bundle blob has a real image and belongs to the package.
+	var versions []string
+	for _, b := range cfg.Bundles {
+		if b.Package != packageName {
+			t.Errorf("bundle %s belongs to package %q", b.Name, b.Package)
+		}
+		if b.Image == "" || !strings.Contains(b.Image, "ml-operator-bundle:v") {
+			t.Errorf("bundle %s has image %q, want the bundle image reference", b.Name, b.Image)
+		}
+		versions = append(versions, b.Name)
+	}
+	sort.Strings(versions)
+	if strings.Join(versions, ",") != "ml-operator.v0.1.0,ml-operator.v0.2.0" {
+		t.Errorf("catalog bundles = %v, want 0.1.0 and 0.2.0", versions)
+	}
+}
+
+// TestCatalogHeadMatchesBundleDir: the newest catalog entry is the bundle/
+// directory rendered by `make catalog-add`, so they carry the same CSV version.
+func TestCatalogHeadMatchesBundleDir(t *testing.T) {
+	_, m := loadCatalog(t)
+	head, err := m[packageName].Channels["stable"].Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := loadBundle(t).CSV
+	if head.Name != csv.Name {
+		t.Errorf("catalog head %s, bundle/ holds %s: run `make catalog-add` after `make bundle` (docs/install.md)", head.Name, csv.Name)
+	}
+	if head.Version.String() != csv.Spec.Version.String() {
+		t.Errorf("catalog head version %s, bundle/ CSV version %s", head.Version, csv.Spec.Version)
+	}
+}

@@ -61,7 +61,6 @@ func checkResults(t *testing.T, results []errors.ManifestResult) {
 	}
 }
 
-
 func TestBundleMetadata(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(bundleDir(), "metadata", "annotations.yaml"))
 	if err != nil {

@@ -4,8 +4,7 @@
 // `make run` uses when no cluster is reachable (or LOCAL=1).
 //
 //	localcluster run  [flags] [-- manager flags]   cluster + CRDs + webhooks + manager, until Ctrl-C
-//	localcluster up   [flags]                      cluster + CRDs only; prints the export line and exits
-//	localcluster down [flags]                      stops a run (or an up) and deletes the cluster
+//	localcluster down [flags]                      stops a run and deletes its cluster
 package main
 
 import (
@@ -36,8 +35,6 @@ func main() {
 	switch cmd {
 	case "run":
 		err = run(args)
-	case "up":
-		err = up(args)
 	case "down":
 		err = down(args)
 	default:
@@ -51,7 +48,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster run|up|down [--workdir DIR] [--name NAME] [--bin DIR] [-- manager flags]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster run|down [--workdir DIR] [--name NAME] [--bin DIR] [-- manager flags]")
 }
 
 type flags struct {
@@ -86,25 +83,6 @@ func parseFlags(name string, args []string) (*flags, error) {
 }
 
 func pidFile(o cluster.Options) string { return filepath.Join(o.Workdir, o.Name+".pid") }
-
-// up creates the cluster and leaves it running.
-func up(args []string) error {
-	f, err := parseFlags("up", args)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	c, err := cluster.Create(ctx, f.opts)
-	if err != nil {
-		_ = cluster.Delete(context.Background(), f.opts)
-		return err
-	}
-	fmt.Printf("Local cluster %q is up: %s. The manager is not running (use `make run`).\n\n", f.opts.Name, describeNodes(f.opts))
-	fmt.Printf("export KUBECONFIG=%s\n\n", c.Kubeconfig)
-	fmt.Println("Delete it with `make run-down`.")
-	return nil
-}
 
 // down stops a running `localcluster run` (which tears its cluster down) and
 // deletes whatever is left.
@@ -166,6 +144,9 @@ func run(args []string) (err error) {
 		_ = os.Remove(pidFile(f.opts))
 	}()
 
+	if err := c.RunProvisioner(ctx, os.Stderr); err != nil {
+		return err
+	}
 	cert, err := cluster.WriteServingCert(filepath.Join(f.opts.Workdir, "webhook-certs"))
 	if err != nil {
 		return err

@@ -1,0 +1,11 @@
+# make e2e: owned by the local-cluster work (issue 7).
+
+##@ End to end
+
+E2E_FLAGS ?=
+E2E_TIMEOUT ?= 20m
+
+.PHONY: e2e
+e2e: cluster-tools ## End-to-end suite (test/e2e) against a local kwok cluster it starts and stops itself.
+	go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_FLAGS) 2>&1 | \
+		grep -E --line-buffered -v '^=== (RUN|PAUSE|CONT)'

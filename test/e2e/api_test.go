@@ -1,0 +1,119 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// header returns the first line of kubectl's table output, columns
+// separated by single spaces.
+func header(out string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	return strings.Join(strings.Fields(first), " ")
+}
+
+// cell returns the text in column col of the row whose first cell is row,
+// cut at the header's column offsets (kubectl aligns cells under headers).
+func cell(out, row, col string) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	start := strings.Index(lines[0], col)
+	if start < 0 {
+		return "<no column " + col + ">"
+	}
+	end := len(lines[0])
+	if next := strings.IndexFunc(lines[0][start+len(col):], func(r rune) bool { return r != ' ' }); next >= 0 {
+		end = start + len(col) + next
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == row {
+			if start >= len(l) {
+				return ""
+			}
+			return strings.TrimSpace(l[start:min(end, len(l))])
+		}
+	}
+	return "<no row " + row + ">"
+}
+
+func TestKubectlGetTrainingJobPrinterColumns(t *testing.T) {
+	ns := namespace(t)
+	tj := testutil.TrainingJob("columns", ns).Image("example.com/trainer:1").Workers(3).GPUs(0).Obj()
+	tj.Spec.Template.Annotations = map[string]string{"sim.ml.example.com/complete-after": "1h"}
+	require.NoError(t, env.client.Create(context.Background(), tj))
+
+	out := kubectl(t, "get", "tj", "-n", ns)
+	assert.Equal(t, "NAME STATE PROGRESS EPOCH AGE", header(out), out)
+	assert.Regexp(t, regexp.MustCompile(`(?m)^columns\s`), out)
+
+	wide := kubectl(t, "get", "tj", "-n", ns, "-o", "wide")
+	assert.Equal(t, "NAME STATE PROGRESS EPOCH AGE WORKERS RESTARTS", header(wide), wide)
+	assert.Equal(t, "3", cell(wide, "columns", "WORKERS"), "Workers shows spec.numWorkers\n%s", wide)
+
+	md := testutil.ModelDeployment("columns-md", ns).Version("v1", 100, "s3://models/columns/v1").Obj()
+	require.NoError(t, env.client.Create(context.Background(), md))
+	out = kubectl(t, "get", "md", "-n", ns)
+	assert.Equal(t, "NAME FRAMEWORK PHASE REPLICAS AGE", header(out), out)
+}
+
+func TestKubectlExplainCheckpoint(t *testing.T) {
+	out := kubectl(t, "explain", "trainingjob.spec.checkpoint")
+	assert.Contains(t, out, "GROUP:      ml.example.com")
+	assert.Contains(t, out, "VERSION:    v1")
+	assert.Regexp(t, regexp.MustCompile(`FIELD:\s+checkpoint <Object>`), out)
+	for _, field := range []string{"enabled", "frequency", "path", "storage", "retainOnDelete", "keepLast"} {
+		assert.Regexp(t, regexp.MustCompile(`(?m)^\s+`+field+`\s+<`), out, "field %s", field)
+	}
+
+	out = kubectl(t, "explain", "trainingjob.spec.checkpoint.storage.type")
+	for _, v := range []string{"pvc", "s3", "gcs"} {
+		assert.Regexp(t, regexp.MustCompile(`(?m)^\s+`+v+`$`), out, "enum value %s", v)
+	}
+}
+
+// TestGarbageCollectorCascades deletes a TrainingJob and watches the real
+// garbage collector (kube-controller-manager) delete what it owned.
+func TestGarbageCollectorCascades(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	tj := testutil.TrainingJob("cascade", ns).Image("example.com/trainer:1").GPUs(0).Obj()
+	tj.Spec.Template.Annotations = map[string]string{"sim.ml.example.com/complete-after": "1h"}
+	require.NoError(t, env.client.Create(ctx, tj))
+
+	// A child of our own, so the cascade is tested whatever the controller creates.
+	owned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "cascade-extra", Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: mlv1.GroupVersion.String(), Kind: "TrainingJob", Name: tj.Name, UID: tj.UID,
+			Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(true),
+		}},
+	}}
+	require.NoError(t, env.client.Create(ctx, owned))
+
+	require.NoError(t, env.client.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationForeground)))
+	waitFor(t, 60*time.Second, "the owned ConfigMap deleted by the garbage collector", func() (bool, string) {
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(owned), &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitFor(t, 60*time.Second, "the TrainingJob gone after its dependents", func() (bool, string) {
+		got := &mlv1.TrainingJob{}
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(tj), got)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v finalizers=%v", err, got.Finalizers)
+	})
+}

@@ -1,0 +1,250 @@
+//go:build e2e
+
+// Package e2e runs ml-operator against a local kwok cluster: a real
+// kube-apiserver, etcd, kube-controller-manager and kube-scheduler with
+// simulated GPU nodes. It covers what envtest cannot: the scheduler placing
+// GPU pods, the garbage collector, the Deployment and HPA controllers, and
+// kubectl's view of the CRDs. The suite starts its own cluster and manager
+// and stops them at the end (`make e2e`).
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// env is the running cluster every test uses.
+var env struct {
+	cluster *cluster.Cluster
+	client  client.Client
+	// webhooks lists the webhooks the manager serves and the cluster calls.
+	webhooks []string
+	// conversion is true when the TrainingJob CRD converts through the manager.
+	conversion bool
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) (code int) {
+	root := testutil.RepoRoot()
+	workdir, err := os.MkdirTemp("", "ml-operator-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(workdir)
+	opts := cluster.Options{
+		RepoRoot: root,
+		BinDir:   filepath.Join(root, "bin"),
+		Workdir:  workdir,
+		Name:     "e2e",
+		Log:      os.Stderr,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	start := time.Now()
+	c, err := cluster.Create(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "creating the cluster:", err)
+		_ = cluster.Delete(context.Background(), opts)
+		return 1
+	}
+	// If this process dies without the deferred teardown (a panic, the go
+	// test timeout), the reaper still deletes the cluster.
+	reaper, err := c.StartReaper(os.Getpid())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = c.Delete(context.Background())
+		return 1
+	}
+	defer func() {
+		if code != 0 {
+			keepLogs(c, workdir)
+		}
+		if err := c.Delete(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "deleting the cluster:", err)
+		}
+		reaper.Stop()
+	}()
+	env.cluster, env.client = c, c.Client
+	if err := c.RunProvisioner(ctx, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	stopManager, err := startManager(ctx, c, workdir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the manager:", err)
+		return 1
+	}
+	defer stopManager()
+	fmt.Fprintf(os.Stderr, "e2e: cluster and manager ready in %s (webhooks: %v, conversion webhook: %v)\n",
+		time.Since(start).Round(time.Second), env.webhooks, env.conversion)
+	return m.Run()
+}
+
+// startManager runs the manager in this process, the way `make run` runs
+// bin/manager: webhooks on 127.0.0.1 with a certificate made for it.
+func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop func(), err error) {
+	cert, err := cluster.WriteServingCert(filepath.Join(workdir, "webhook-certs"))
+	if err != nil {
+		return nil, err
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = cluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	logFile, err := os.Create(filepath.Join(workdir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(ctrlzap.New(ctrlzap.WriteTo(logFile), ctrlzap.UseDevMode(true),
+		ctrlzap.Level(zapcore.InfoLevel)))
+
+	opts := manager.NewOptions()
+	opts.LeaderElect = false
+	opts.MetricsSecure = false
+	opts.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	opts.ProbeAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	opts.EnableWebhooks = c.HasWebhookManifests()
+	opts.WebhookPort = ports[2]
+	opts.WebhookHost = "127.0.0.1"
+	opts.WebhookCertDir = cert.Dir
+
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- manager.Run(mctx, c.Config, opts) }()
+	stop = func() {
+		mcancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			// The cluster is deleted next either way; a reconciler that
+			// ignores its context is the manager's bug, not a reason to wait.
+			fmt.Fprintln(os.Stderr, "e2e: the manager did not stop within 10s")
+		}
+		logFile.Close()
+	}
+
+	readyz := fmt.Sprintf("http://%s/readyz", opts.ProbeAddr)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(readyz)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			stop()
+			return nil, fmt.Errorf("the manager exited before it was ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, errors.New("the manager was not ready within a minute")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	if opts.EnableWebhooks {
+		w := cluster.Webhook{Port: opts.WebhookPort, CABundle: cert.CABundle}
+		installed, _, err := c.InstallWebhooks(ctx, w)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		env.webhooks = installed
+		if ok, _ := cluster.ServesConversion(ctx, w); ok {
+			if err := c.EnableConversionWebhook(ctx, w); err != nil {
+				stop()
+				return nil, err
+			}
+			env.conversion = true
+		}
+	}
+	return stop, nil
+}
+
+// keepLogs copies the component and manager logs out of the workdir before
+// it is deleted, so a failed run can be read afterwards.
+func keepLogs(c *cluster.Cluster, workdir string) {
+	dst, err := os.MkdirTemp("", "ml-operator-e2e-logs-")
+	if err != nil {
+		return
+	}
+	_ = exec.Command("cp", "-r", c.LogsDir(), filepath.Join(workdir, "manager.log"), dst).Run()
+	fmt.Fprintf(os.Stderr, "e2e failed: logs kept in %s\n", dst)
+}
+
+// kubectl runs bin/kubectl against the cluster and returns its combined output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectlErr(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func kubectlErr(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(testutil.RepoRoot(), "bin", "kubectl"), args...)
+	cmd.Env = env.cluster.KubectlEnv()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// waitFor polls cond every 250 ms until it holds, failing the test after
+// timeout with the last state cond described.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		var ok bool
+		ok, last = cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// namespace creates a namespace for one test and deletes it afterwards.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := testutil.Namespace(t, env.client)
+	t.Cleanup(func() {
+		_, _ = kubectlErr("delete", "namespace", ns, "--wait=false")
+	})
+	return ns
+}

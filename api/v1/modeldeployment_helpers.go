@@ -56,7 +56,9 @@ func VersionResourceName(md, version string) string { return md + "-" + version 
 func ModelDeploymentConfigMapName(md string) string { return md + "-config" }
 
 // ModelCacheClaimName is a version's model cache PVC: <name>-<version>-model.
-func ModelCacheClaimName(md, version string) string { return VersionResourceName(md, version) + "-model" }
+func ModelCacheClaimName(md, version string) string {
+	return VersionResourceName(md, version) + "-model"
+}
 
 // EffectiveIntervalSeconds is healthCheck.intervalSeconds, or 30 when unset.
 func (s *ModelDeploymentSpec) EffectiveIntervalSeconds() int32 {

@@ -1,8 +1,47 @@
 package manager
 
-import ctrl "sigs.k8s.io/controller-runtime"
+import (
+	"fmt"
+	"time"
 
-// setupModelDeployment registers the ModelDeployment controller.
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
+)
+
+// routerDetectionInterval is how often traffic.router auto re-checks which
+// router CRDs are installed.
+const routerDetectionInterval = time.Minute
+
+// setupModelDeployment registers the ModelDeployment controller, its router
+// detector and, with --prometheus-url, its Prometheus reader.
 func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
-	return nil
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating discovery client: %w", err)
+	}
+	routers := modeldeployment.NewRouterDetector(dc, routerDetectionInterval)
+	if _, err := routers.Detect(); err != nil {
+		// Not fatal: router auto falls back to service until the timer succeeds.
+		ctrl.Log.WithName("setup").Error(err, "discovering traffic routers; router=auto uses service until discovery succeeds")
+	}
+	if err := mgr.Add(routers); err != nil {
+		return fmt.Errorf("adding router detector: %w", err)
+	}
+	r := &modeldeployment.Reconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder(modeldeployment.ControllerName),
+		Clock:    clock.RealClock{},
+		Routers:  routers,
+	}
+	if opts.PrometheusURL != "" {
+		src, err := modeldeployment.NewPrometheusSource(opts.PrometheusURL)
+		if err != nil {
+			return err
+		}
+		r.Metrics = src
+	}
+	return r.SetupWithManager(mgr, opts.MaxConcurrentReconciles)
 }

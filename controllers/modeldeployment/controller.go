@@ -1,0 +1,139 @@
+// Package modeldeployment reconciles ModelDeployments: one Deployment, HPA and
+// Service per version, a stable Service, a ConfigMap, optional model cache
+// PVCs and a traffic router (Gateway API HTTPRoute, Istio VirtualService plus
+// DestinationRule, or replica counts behind the stable Service), with
+// readiness-gated weights, health remediation and automated rollback.
+package modeldeployment
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// FieldOwner is the server-side apply field manager of every child.
+const FieldOwner = "ml-operator"
+
+// ControllerName names the controller and its event reporter.
+const ControllerName = "modeldeployment-controller"
+
+// Reconciler reconciles ModelDeployments.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	// Clock is injected so tests can move time (health intervals, progress deadlines, drains).
+	Clock clock.PassiveClock
+	// Routers resolves traffic.router auto.
+	Routers *RouterDetector
+	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
+	Metrics MetricsSource
+}
+
+// +kubebuilder:rbac:groups=ml.example.com,resources=modeldeployments,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ml.example.com,resources=modeldeployments/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ml.example.com,resources=modeldeployments/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.istio.io,resources=virtualservices;destinationrules,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile computes and applies one ModelDeployment's children, then writes
+// its status once and emits the pass's events.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	md := &mlv1.ModelDeployment{}
+	if err := r.Client.Get(ctx, req.NamespacedName, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !md.DeletionTimestamp.IsZero() {
+		// Owner references let the garbage collector remove the children;
+		// retained PVCs have none and stay.
+		forgetMetrics(md.Namespace, md.Name)
+		return ctrl.Result{}, nil
+	}
+
+	p, err := r.reconcile(ctx, md)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !equality.Semantic.DeepEqual(md.Status, p.status) {
+		patch := client.MergeFrom(md.DeepCopy())
+		md.Status = p.status
+		if err := r.Client.Status().Patch(ctx, md, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
+		}
+	}
+	for _, e := range p.events {
+		r.Recorder.Eventf(md, nil, e.eventType, e.reason, e.action, "%s", e.note)
+	}
+	recordMetrics(md)
+	for _, rb := range p.rollbacks {
+		rollbacksCounter.WithLabelValues(md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
+	}
+	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// SetupWithManager registers the controller. Pods are not watched: they are
+// evaluated every healthCheck.intervalSeconds, and Deployment status (which
+// is watched) carries readiness.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("modeldeployment").
+		For(&mlv1.ModelDeployment{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
+		Complete(r)
+}
+
+// apply server-side-applies a child as FieldOwner, taking over conflicting fields.
+func (r *Reconciler) apply(ctx context.Context, obj runtime.ApplyConfiguration) error {
+	return r.Client.Apply(ctx, obj, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// deleteIfExists deletes obj, treating "already gone" (and "kind not
+// installed") as success.
+func (r *Reconciler) deleteIfExists(ctx context.Context, obj client.Object) error {
+	err := r.Client.Delete(ctx, obj, client.PropagationPolicy("Background"))
+	if err == nil || apierrors.IsNotFound(err) || isNoMatch(err) {
+		return nil
+	}
+	return err
+}
+
+// requeueAfter is the sooner of d and the next health interval.
+func sooner(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return b
+	}
+	if b <= 0 {
+		return a
+	}
+	return min(a, b)
+}

@@ -1,0 +1,95 @@
+package modeldeployment
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Reasons a version's rollout fails. They appear in status.failedVersions,
+// the RolledBack condition and the rollback events.
+const (
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	ReasonCrashLoop                = "CrashLoop"
+	ReasonErrorRate                = "ErrorRate"
+	ReasonLatency                  = "Latency"
+)
+
+// healthyRatioPercent is the share of desired replicas that must be Ready for
+// a rolled-out version to count as healthy.
+const healthyRatioPercent = 80
+
+// versionState is what the health evaluation sees of one version.
+type versionState struct {
+	// Desired replicas of the Deployment (as the HPA set them) and Ready ones.
+	Desired, Ready int32
+	// RolloutStart is when the current template was applied.
+	RolloutStart time.Time
+	// RolloutComplete is true if the version already had a Ready pod since RolloutStart.
+	RolloutComplete bool
+	// Remediations done since the version was last fully Ready.
+	Remediations int32
+	// Pods of the version.
+	Pods []corev1.Pod
+}
+
+// healthVerdict is the outcome of evaluating one version.
+type healthVerdict struct {
+	// Ready: at least one pod is Ready, so the version may get traffic.
+	Ready bool
+	// RolloutComplete: the version has been Ready at least once in this rollout.
+	RolloutComplete bool
+	// Degraded: rolled out, but fewer than 80 % of the desired replicas are Ready.
+	Degraded bool
+	// FullyReady: every desired replica is Ready.
+	FullyReady bool
+	// CrashLoopPods are pods to delete: a container restarted at least
+	// failureThreshold times and is not Ready.
+	CrashLoopPods []string
+	// Failure is a rollout failure reason (empty when none) with a message.
+	Failure, Message string
+}
+
+// evaluateHealth judges one version at now. A version that has never been
+// Ready since its rollout started is progressing, not degraded, until the
+// progress deadline; a crash loop that is still there after a remediation is
+// a failed rollout.
+func evaluateHealth(s versionState, now time.Time, progressDeadline time.Duration, failureThreshold int32) healthVerdict {
+	v := healthVerdict{Ready: s.Ready > 0}
+	v.RolloutComplete = s.RolloutComplete || v.Ready
+	v.FullyReady = s.Desired > 0 && s.Ready >= s.Desired
+	v.Degraded = v.RolloutComplete && s.Desired > 0 && s.Ready*100 < healthyRatioPercent*s.Desired
+	v.CrashLoopPods = crashLoopingPods(s.Pods, failureThreshold)
+
+	switch {
+	case !v.RolloutComplete && !s.RolloutStart.IsZero() && now.Sub(s.RolloutStart) >= progressDeadline:
+		v.Failure = ReasonProgressDeadlineExceeded
+		v.Message = fmt.Sprintf("no Ready pod %s after the rollout started (rollout.progressDeadlineSeconds)", progressDeadline)
+	case len(v.CrashLoopPods) > 0 && s.Remediations > 0:
+		v.Failure = ReasonCrashLoop
+		v.Message = fmt.Sprintf("pods still crash-loop after %d remediation(s): %v", s.Remediations, v.CrashLoopPods)
+	}
+	return v
+}
+
+// crashLoopingPods returns, sorted, the pods with a container that restarted
+// at least threshold times and is not Ready now.
+func crashLoopingPods(pods []corev1.Pod, threshold int32) []string {
+	var names []string
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount >= threshold && !cs.Ready {
+				names = append(names, p.Name)
+				break
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}

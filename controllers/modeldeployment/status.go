@@ -1,0 +1,198 @@
+package modeldeployment
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// versionResult is everything one pass learned and decided about a version.
+type versionResult struct {
+	name string
+	// requested weight, the weight after rollback (what the version is sized
+	// for) and the effective, readiness-gated weight.
+	requested, sizing, effective int32
+	// desired replicas (spec, as the HPA set them), Ready replicas and the
+	// replicas the Deployment currently has.
+	desired, ready, current int32
+	exists                  bool
+	verdict                 healthVerdict
+	// failed: rolled back at this generation (now or earlier).
+	failed bool
+	// metricReason/metricMessage: the version breaks the Prometheus limits.
+	metricReason, metricMessage string
+	draining                    bool
+}
+
+// failure is the version's current failure reason, from health or metrics.
+func (v *versionResult) failure() (string, string) {
+	if v.verdict.Failure != "" {
+		return v.verdict.Failure, v.verdict.Message
+	}
+	return v.metricReason, v.metricMessage
+}
+
+// Condition reasons.
+const (
+	ReasonServing           = "Serving"
+	ReasonNoVersionReady    = "NoVersionReady"
+	ReasonHealthy           = "Healthy"
+	ReasonDegraded          = "Degraded"
+	ReasonScalingComplete   = "ScalingComplete"
+	ReasonScaling           = "Scaling"
+	ReasonRolloutInProgress = "RolloutInProgress"
+	ReasonRolloutComplete   = "RolloutComplete"
+	ReasonDraining          = "Draining"
+	ReasonNoRollback        = "NoRollback"
+	ReasonRolloutFailed     = "RolloutFailed"
+)
+
+// serving are the versions that belong to the spec and are not draining.
+func serving(vs []versionResult) []versionResult {
+	var out []versionResult
+	for _, v := range vs {
+		if !v.draining {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func condition(typ string, ok bool, reason, message string, generation int64) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
+}
+
+// readyCondition: True while some version takes traffic.
+func readyCondition(vs []versionResult, generation int64) metav1.Condition {
+	var serve, waiting []string
+	for _, v := range serving(vs) {
+		if v.effective > 0 {
+			serve = append(serve, fmt.Sprintf("%s=%d%%", v.name, v.effective))
+		} else if v.sizing > 0 {
+			waiting = append(waiting, v.name)
+		}
+	}
+	if len(serve) == 0 {
+		return condition(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "no version has a Ready pod yet", generation)
+	}
+	msg := "serving " + strings.Join(serve, ", ")
+	if len(waiting) > 0 {
+		msg += "; not Ready yet: " + strings.Join(waiting, ", ")
+	}
+	return condition(mlv1.ModelDeploymentReady, true, ReasonServing, msg, generation)
+}
+
+// healthyCondition: False when a version that is not rolled back is below
+// 80 % Ready replicas, crash-loops, or breaks its metric limits.
+func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
+	for _, v := range serving(vs) {
+		if v.failed {
+			continue
+		}
+		switch {
+		case len(v.verdict.CrashLoopPods) > 0:
+			return condition(mlv1.ModelDeploymentHealthy, false, ReasonCrashLoop,
+				fmt.Sprintf("version %s: pods crash-looping: %s", v.name, strings.Join(v.verdict.CrashLoopPods, ", ")), generation)
+		case v.verdict.Degraded:
+			return condition(mlv1.ModelDeploymentHealthy, false, ReasonDegraded,
+				fmt.Sprintf("version %s: %d of %d replicas Ready, below %d%%", v.name, v.ready, v.desired, healthyRatioPercent), generation)
+		case v.metricReason != "":
+			return condition(mlv1.ModelDeploymentHealthy, false, v.metricReason, fmt.Sprintf("version %s: %s", v.name, v.metricMessage), generation)
+		}
+	}
+	return condition(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready", generation)
+}
+
+// scaledCondition: True when every version's Deployment has the replicas it wants.
+func scaledCondition(vs []versionResult, generation int64) metav1.Condition {
+	var pending []string
+	for _, v := range serving(vs) {
+		if v.exists && v.current != v.desired {
+			pending = append(pending, fmt.Sprintf("%s %d/%d", v.name, v.current, v.desired))
+		}
+	}
+	if len(pending) > 0 {
+		return condition(mlv1.ModelDeploymentScaled, false, ReasonScaling, "scaling: "+strings.Join(pending, ", "), generation)
+	}
+	return condition(mlv1.ModelDeploymentScaled, true, ReasonScalingComplete, "every version has its desired replicas", generation)
+}
+
+// progressingCondition: True while a version that should take traffic has not
+// completed its rollout or a removed version drains; False with the failure
+// reason when a rollout failed.
+func progressingCondition(vs []versionResult, generation int64) metav1.Condition {
+	var rolling, draining, failed []string
+	for _, v := range vs {
+		switch {
+		case v.draining:
+			draining = append(draining, v.name)
+		case v.failed:
+			failed = append(failed, v.name)
+		case v.verdict.Failure != "":
+			return condition(mlv1.ModelDeploymentProgressing, false, v.verdict.Failure,
+				fmt.Sprintf("version %s: %s", v.name, v.verdict.Message), generation)
+		case v.sizing > 0 && !v.verdict.RolloutComplete:
+			rolling = append(rolling, v.name)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return condition(mlv1.ModelDeploymentProgressing, false, ReasonRolloutFailed,
+			"rolled back: "+strings.Join(failed, ", ")+"; a spec change retries", generation)
+	case len(rolling) > 0:
+		return condition(mlv1.ModelDeploymentProgressing, true, ReasonRolloutInProgress, "rolling out: "+strings.Join(rolling, ", "), generation)
+	case len(draining) > 0:
+		return condition(mlv1.ModelDeploymentProgressing, true, ReasonDraining, "draining removed versions: "+strings.Join(draining, ", "), generation)
+	}
+	return condition(mlv1.ModelDeploymentProgressing, false, ReasonRolloutComplete, "every version is rolled out", generation)
+}
+
+// rolledBackCondition: True while a version of this generation is rolled back.
+func rolledBackCondition(failed []mlv1.FailedVersion, target string, generation int64) metav1.Condition {
+	if len(failed) == 0 {
+		return condition(mlv1.ModelDeploymentRolledBack, false, ReasonNoRollback, "no version is rolled back", generation)
+	}
+	parts := make([]string, 0, len(failed))
+	for _, f := range failed {
+		parts = append(parts, fmt.Sprintf("version %s rolled back at %s (%s): %s",
+			f.Name, f.Time.UTC().Format("2006-01-02T15:04:05Z"), f.Reason, f.Message))
+	}
+	msg := strings.Join(parts, "; ")
+	if target != "" {
+		msg += "; its traffic goes to " + target
+	}
+	return condition(mlv1.ModelDeploymentRolledBack, true, failed[0].Reason, msg, generation)
+}
+
+// phase summarises the conditions: Pending until a version takes traffic
+// (Failed if a rollout failed meanwhile), Degraded when unhealthy, else Running.
+func phase(vs []versionResult, ready, healthy metav1.Condition) mlv1.ModelDeploymentPhase {
+	if ready.Status != metav1.ConditionTrue {
+		for _, v := range serving(vs) {
+			if reason, _ := v.failure(); reason != "" || v.failed {
+				return mlv1.PhaseFailed
+			}
+		}
+		return mlv1.PhasePending
+	}
+	if healthy.Status != metav1.ConditionTrue {
+		return mlv1.PhaseDegraded
+	}
+	return mlv1.PhaseRunning
+}
+
+// setConditions writes the five conditions into status, keeping transition
+// times of conditions whose status did not change.
+func setConditions(status *mlv1.ModelDeploymentStatus, conds ...metav1.Condition) {
+	for _, c := range conds {
+		meta.SetStatusCondition(&status.Conditions, c)
+	}
+}

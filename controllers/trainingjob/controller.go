@@ -1,0 +1,875 @@
+// Package trainingjob runs TrainingJobs: one pod per rank, created directly,
+// restarted as a gang, resumed from checkpoints, with progress in status.
+package trainingjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Config is the admin's configuration of the TrainingJob controller.
+type Config struct {
+	// DefaultImages are the worker images per framework for jobs that name none.
+	DefaultImages map[string]string
+	// GPUNodeSelector is added to the node selector of GPU workers.
+	GPUNodeSelector map[string]string
+	// Clock is the time source of every decision; tests inject a fake one.
+	Clock clock.Clock
+	// MaxConcurrentReconciles is the number of jobs reconciled at once.
+	MaxConcurrentReconciles int
+	// CreateParallelism bounds the pod creations in flight for one job.
+	CreateParallelism int
+	// BackoffBase and BackoffMax shape the wait before a restarted gang is
+	// created: BackoffBase doubling per restart, capped at BackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// NodeLostGracePeriod is how long a NotReady node is waited for before its
+	// pods count as disrupted and pods stuck Terminating on it are force-deleted.
+	NodeLostGracePeriod time.Duration
+	// ScrapeInterval is the minimum time between two reads of rank 0's metrics.
+	ScrapeInterval time.Duration
+	// ScrapeBackoffMax caps the wait between failing scrapes.
+	ScrapeBackoffMax time.Duration
+	// Scraper reads rank 0's progress.
+	Scraper ProgressScraper
+}
+
+// Defaults of Config.
+const (
+	DefaultBackoffBase         = 10 * time.Second
+	DefaultBackoffMax          = 5 * time.Minute
+	DefaultNodeLostGracePeriod = 2 * time.Minute
+	DefaultScrapeInterval      = 15 * time.Second
+	DefaultScrapeBackoffMax    = 5 * time.Minute
+	DefaultCreateParallelism   = 16
+)
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.MaxConcurrentReconciles < 1 {
+		c.MaxConcurrentReconciles = 1
+	}
+	if c.CreateParallelism < 1 {
+		c.CreateParallelism = DefaultCreateParallelism
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.NodeLostGracePeriod <= 0 {
+		c.NodeLostGracePeriod = DefaultNodeLostGracePeriod
+	}
+	if c.ScrapeInterval <= 0 {
+		c.ScrapeInterval = DefaultScrapeInterval
+	}
+	if c.ScrapeBackoffMax <= 0 {
+		c.ScrapeBackoffMax = DefaultScrapeBackoffMax
+	}
+	if c.Scraper == nil {
+		c.Scraper = NewHTTPScraper()
+	}
+	return c
+}
+
+// Reconciler drives TrainingJobs from create to Completed or Failed.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	cfg       Config
+	expect    *expectations
+	scrapes   *scrapeTracker
+}
+
+// NewReconciler builds the reconciler. c is the manager's (cached) client;
+// apiReader reads the API server directly, for the rare uncached look-ups
+// (full Node objects).
+func NewReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder, cfg Config) *Reconciler {
+	return &Reconciler{
+		client:    c,
+		apiReader: apiReader,
+		recorder:  recorder,
+		cfg:       cfg.withDefaults(),
+		expect:    newExpectations(),
+		scrapes:   newScrapeTracker(),
+	}
+}
+
+// Setup registers the indexes and the reconciler with the manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r := NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder("trainingjob-controller"), cfg)
+	return r.SetupWithManager(mgr)
+}
+
+// SetupWithManager watches TrainingJobs, their pods, Services, ConfigMaps
+// and PVCs, and the deletion of Nodes (metadata only) that run their pods.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("trainingjob").
+		For(&mlv1.TrainingJob{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
+		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
+			builder.WithPredicates(predicate.Funcs{
+				// Heartbeats change nodes all the time; only a node going away
+				// matters here. NotReady is seen through the pods' Ready condition.
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return true },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// jobsOnNode maps a node to the jobs with pods on it.
+func (r *Reconciler) jobsOnNode(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPodNodeName: obj.GetName()},
+		client.HasLabels{mlv1.LabelTrainingJob}); err != nil {
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	for _, p := range pods.Items {
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[mlv1.LabelTrainingJob]}
+		if !seen[key] {
+			seen[key] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return reqs
+}
+
+// pass is one reconcile of one job: what it decided to tell people and when
+// it must look again.
+type pass struct {
+	job       *mlv1.TrainingJob
+	now       time.Time
+	events    []jobEvent
+	after     []func()
+	requeueAt time.Time
+}
+
+// jobEvent is an event to emit on the job once its status is written.
+type jobEvent struct {
+	eventType, reason, note string
+}
+
+func (p *pass) event(eventType, reason, note string, args ...any) {
+	p.events = append(p.events, jobEvent{eventType, reason, fmt.Sprintf(note, args...)})
+}
+
+// requeue asks for another pass at t (the earliest of all asks wins).
+func (p *pass) requeue(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if p.requeueAt.IsZero() || t.Before(p.requeueAt) {
+		p.requeueAt = t
+	}
+}
+
+func (p *pass) result() ctrl.Result {
+	if p.requeueAt.IsZero() {
+		return ctrl.Result{}
+	}
+	d := p.requeueAt.Sub(p.now)
+	if d < time.Second {
+		d = time.Second
+	}
+	return ctrl.Result{RequeueAfter: d}
+}
+
+// Reconcile reads the job, runs one pass, writes the status once if it
+// changed, and only then emits the pass's events and metrics.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	defer func() { reconcileDuration.Observe(time.Since(start).Seconds()) }()
+
+	job := &mlv1.TrainingJob{}
+	if err := r.client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetJobMetrics(req.NamespacedName)
+			r.scrapes.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	orig := job.DeepCopy()
+	p := &pass{job: job, now: r.cfg.Clock.Now()}
+	if err := r.reconcile(ctx, p); err != nil {
+		reconcileErrors.WithLabelValues(job.Namespace).Inc()
+		return ctrl.Result{}, err
+	}
+	if job.DeletionTimestamp == nil && !equality.Semantic.DeepEqual(orig.Status, job.Status) {
+		// Update carries the resourceVersion: a pass that decided from a stale
+		// job must not overwrite counters a newer pass wrote. (A merge patch
+		// would also drop the zero-valued, required worker counts.)
+		if err := r.client.Status().Update(ctx, job); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				// A newer version exists; its own event reconciles it.
+				return ctrl.Result{}, nil
+			}
+			reconcileErrors.WithLabelValues(job.Namespace).Inc()
+			return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
+		}
+	}
+	for _, e := range p.events {
+		r.recorder.Eventf(job, nil, e.eventType, e.reason, e.reason, "%s", e.note)
+	}
+	for _, f := range p.after {
+		f()
+	}
+	if job.DeletionTimestamp == nil {
+		recordJobGauges(job)
+	}
+	return p.result(), nil
+}
+
+// reconcile is one pass over a job.
+func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
+	job := p.job
+	if job.DeletionTimestamp != nil {
+		return r.finalize(ctx, job)
+	}
+	if err := r.syncFinalizer(ctx, job); err != nil {
+		return err
+	}
+	st := &job.Status
+	st.ObservedGeneration = job.Generation
+	if st.State == "" {
+		st.State = mlv1.StatePending
+	}
+	if total := job.Spec.TotalEpochs(); total > 0 {
+		st.TotalEpochs = total
+	}
+
+	pods, err := r.listPods(ctx, job)
+	if err != nil {
+		return err
+	}
+	if st.State.IsFinished() {
+		return r.reconcileFinished(ctx, p, pods)
+	}
+	if job.Spec.EffectiveImage(r.cfg.DefaultImages) == "" {
+		r.finish(p, mlv1.StateFailed, ReasonInvalidSpec, fmt.Sprintf(
+			"spec.image: Required value: no image given and the operator has no default image for framework %q",
+			job.Spec.EffectiveFramework()))
+		return r.reconcileFinished(ctx, p, pods)
+	}
+	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
+		deadline := st.StartTime.Add(time.Duration(*d) * time.Second)
+		if !p.now.Before(deadline) {
+			r.finish(p, mlv1.StateFailed, ReasonDeadlineExceeded, fmt.Sprintf(
+				"spec.runPolicy.activeDeadlineSeconds: the job ran longer than %ds (started %s)", *d, st.StartTime.UTC().Format(time.RFC3339)))
+			return r.reconcileFinished(ctx, p, pods)
+		}
+		p.requeue(deadline)
+	}
+
+	if err := r.ensureResources(ctx, p); err != nil {
+		return err
+	}
+	if job.Spec.IsSuspended() {
+		return r.reconcileSuspended(ctx, p, pods)
+	}
+	if st.State == mlv1.StateSuspended {
+		if len(pods) > 0 {
+			// Resumed before the suspended pods were gone: wait for them, so
+			// the new gang never meets the old one. Their deletion requeues.
+			return r.deletePods(ctx, job, pods, p.now)
+		}
+		st.State = mlv1.StatePending
+		setCondition(st, suspendedCondition(job, false), metav1.NewTime(p.now))
+		p.event(corev1.EventTypeNormal, "Resumed", "spec.suspend is false: recreating the gang (attempt %d)", st.Attempt())
+	}
+
+	attempt := st.Attempt()
+	var current, stale []*corev1.Pod
+	for _, pod := range pods {
+		if attemptOf(pod) == attempt {
+			current = append(current, pod)
+		} else {
+			stale = append(stale, pod)
+		}
+	}
+	nodes, err := r.nodeInfos(ctx, pods)
+	if err != nil {
+		return err
+	}
+	if err := r.deleteStale(ctx, p, stale, nodes); err != nil {
+		return err
+	}
+
+	d := decide(gangState{job: job, pods: current, nodes: nodes, seenRanks: seenRanks(st),
+		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod})
+	switch d.kind {
+	case complete:
+		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+		r.finish(p, mlv1.StateCompleted, d.reason, d.message)
+		return r.reconcileFinished(ctx, p, pods)
+	case fail:
+		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+		r.finish(p, mlv1.StateFailed, d.reason, d.message)
+		return r.reconcileFinished(ctx, p, pods)
+	case restartForFailure, restartForDisruption:
+		// Only the decision is written in this pass. The status write moves
+		// the job to the next attempt, and the pass it triggers deletes the
+		// old gang: a failed write never leaves a deleted gang uncounted.
+		r.restart(p, d)
+		return nil
+	}
+	p.requeue(d.recheckAt)
+
+	if len(stale) > 0 {
+		// The old attempt's pods are still going; their deletion requeues.
+		st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+		return nil
+	}
+	if st.State == mlv1.StateRestarting {
+		if wait := r.backoffUntil(job); p.now.Before(wait) {
+			p.requeue(wait)
+			return nil
+		}
+	}
+	if err := r.createMissing(ctx, p, current, attempt); err != nil {
+		return err
+	}
+	observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+	r.updateActiveState(p)
+	if st.State == mlv1.StateRunning {
+		r.scrapeProgress(ctx, p, current)
+	}
+	return nil
+}
+
+// updateActiveState moves a job that runs its gang between Initializing and
+// Running, with the Running condition and event.
+func (r *Reconciler) updateActiveState(p *pass) {
+	job, st := p.job, &p.job.Status
+	now := metav1.NewTime(p.now)
+	prev := st.State
+	st.State = activeState(st.Workers, job.Spec.EffectiveNumWorkers())
+	if prev == mlv1.StateRestarting {
+		setCondition(st, restartDoneCondition(job), now)
+	}
+	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
+		p.event(corev1.EventTypeNormal, "Running", "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
+	}
+	setCondition(st, runningCondition(job), now)
+}
+
+// seenRanks are the ranks whose pod a previous pass observed in the current attempt.
+func seenRanks(st *mlv1.TrainingJobStatus) map[int32]bool {
+	seen := map[int32]bool{}
+	for _, ws := range st.WorkerStatuses {
+		if ws.Phase != "" {
+			seen[ws.Rank] = true
+		}
+	}
+	return seen
+}
+
+// backoffUntil is when the gang of the current attempt may be created: after
+// a failure, the exponential backoff from the restart; after a disruption, at once.
+func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
+	st := &job.Status
+	c := findCondition(st.Conditions, mlv1.TrainingJobRestarting)
+	if st.LastRestartTime == nil || c == nil || c.Reason != ReasonWorkerFailed {
+		return time.Time{}
+	}
+	return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+}
+
+// restart records a gang restart: the counters move the job to the next
+// attempt, whose label no current pod carries.
+func (r *Reconciler) restart(p *pass, d decision) {
+	job, st := p.job, &p.job.Status
+	kind := "disruption"
+	if d.kind == restartForFailure {
+		st.Restarts++
+		kind = "failure"
+	} else {
+		st.Disruptions++
+	}
+	now := metav1.NewTime(p.now)
+	st.LastRestartTime = &now
+	st.State = mlv1.StateRestarting
+	st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+	st.AllocatedGPUs, st.AllocatedNodes = 0, 0
+	setCondition(st, restartingCondition(job, d.reason, d.message), now)
+	setCondition(st, runningCondition(job), now)
+	msg := fmt.Sprintf("gang restart for a %s: %s (restarts %d/%d, disruptions %d; next attempt %d)",
+		kind, d.message, st.Restarts, job.Spec.EffectiveBackoffLimit(), st.Disruptions, st.Attempt())
+	if d.kind == restartForFailure {
+		msg += fmt.Sprintf(", backoff %s", backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+	}
+	eventType := corev1.EventTypeNormal
+	if d.kind == restartForFailure {
+		eventType = corev1.EventTypeWarning
+	}
+	p.event(eventType, d.reason, "%s", msg)
+	ns, reason := job.Namespace, d.reason
+	p.after = append(p.after, func() { jobRestarts.WithLabelValues(ns, reason).Inc() })
+}
+
+// finish moves the job to Completed or Failed.
+func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, message string) {
+	job, st := p.job, &p.job.Status
+	now := metav1.NewTime(p.now)
+	st.State = state
+	st.CompletionTime = &now
+	if state == mlv1.StateCompleted {
+		setCondition(st, succeededCondition(job, reason, message), now)
+		if st.TotalEpochs > 0 {
+			st.CurrentEpoch = st.TotalEpochs
+			st.Progress = "100%"
+		}
+		p.event(corev1.EventTypeNormal, "Completed", "%s", message)
+	} else {
+		setCondition(st, failedCondition(job, reason, message), now)
+		p.event(corev1.EventTypeWarning, "Failed", "%s: %s", reason, message)
+	}
+	if c := findCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil && c.Status == metav1.ConditionTrue {
+		setCondition(st, metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionFalse,
+			Reason: ReasonJobFinished, Message: "the job finished", ObservedGeneration: job.Generation}, now)
+	}
+	setCondition(st, runningCondition(job), now)
+	ns := job.Namespace
+	var started time.Time
+	if st.StartTime != nil {
+		started = st.StartTime.Time
+	}
+	p.after = append(p.after, func() {
+		if state == mlv1.StateCompleted {
+			jobsCompleted.WithLabelValues(ns).Inc()
+		} else {
+			jobsFailed.WithLabelValues(ns, reason).Inc()
+		}
+		if !started.IsZero() {
+			jobDuration.WithLabelValues(ns, string(state)).Observe(p.now.Sub(started).Seconds())
+		}
+	})
+}
+
+// reconcileFinished applies cleanPodPolicy and ttlSecondsAfterFinished.
+func (r *Reconciler) reconcileFinished(ctx context.Context, p *pass, pods []*corev1.Pod) error {
+	job := p.job
+	var doomed []*corev1.Pod
+	for _, pod := range pods {
+		switch job.Spec.EffectiveCleanPodPolicy() {
+		case mlv1.CleanPodPolicyAll:
+			doomed = append(doomed, pod)
+		case mlv1.CleanPodPolicyRunning:
+			if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+				doomed = append(doomed, pod)
+			}
+		}
+	}
+	if err := r.deletePods(ctx, job, doomed, p.now); err != nil {
+		return err
+	}
+	if ttl := job.Spec.RunPolicy.TTLSecondsAfterFinished; ttl != nil && job.Status.CompletionTime != nil {
+		expiry := job.Status.CompletionTime.Add(time.Duration(*ttl) * time.Second)
+		if p.now.Before(expiry) {
+			p.requeue(expiry)
+			return nil
+		}
+		log.FromContext(ctx).Info("deleting finished job after ttlSecondsAfterFinished", "ttl", *ttl)
+		err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: &job.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting job after its TTL: %w", err)
+		}
+	}
+	return nil
+}
+
+// reconcileSuspended deletes the gang and keeps everything else.
+func (r *Reconciler) reconcileSuspended(ctx context.Context, p *pass, pods []*corev1.Pod) error {
+	job, st := p.job, &p.job.Status
+	if err := r.deletePods(ctx, job, pods, p.now); err != nil {
+		return err
+	}
+	st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+	st.AllocatedGPUs, st.AllocatedNodes = 0, 0
+	if st.State != mlv1.StateSuspended {
+		now := metav1.NewTime(p.now)
+		st.State = mlv1.StateSuspended
+		setCondition(st, suspendedCondition(job, true), now)
+		setCondition(st, runningCondition(job), now)
+		p.event(corev1.EventTypeNormal, "Suspended", "spec.suspend is true: deleted %d pods; Service, ConfigMap and checkpoints kept", len(pods))
+	}
+	return nil
+}
+
+// listPods returns the pods the job controls, from the narrow cache.
+func (r *Reconciler) listPods(ctx context.Context, job *mlv1.TrainingJob) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.client.List(ctx, &list, client.InNamespace(job.Namespace),
+		client.MatchingLabels{mlv1.LabelTrainingJob: job.Name, mlv1.LabelManagedBy: mlv1.ManagedByValue}); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		pod := &list.Items[i]
+		// A job recreated under the same name must not adopt its
+		// predecessor's pods.
+		if metav1.IsControlledBy(pod, job) {
+			pods = append(pods, pod)
+		}
+	}
+	r.expect.observe(job.UID, pods)
+	return pods, nil
+}
+
+// ensureResources creates the Service, ConfigMap and checkpoint PVC when missing.
+func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
+	job := p.job
+	objs := []client.Object{desiredService(job), desiredConfigMap(job)}
+	if pvc := desiredPVC(job); pvc != nil {
+		objs = append(objs, pvc)
+	}
+	for _, obj := range objs {
+		existing := obj.DeepCopyObject().(client.Object)
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+		}
+		if err := r.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	st := &job.Status
+	if c := findCondition(st.Conditions, mlv1.TrainingJobCreated); c == nil || c.Status != metav1.ConditionTrue {
+		setCondition(st, createdCondition(job), metav1.NewTime(p.now))
+		p.event(corev1.EventTypeNormal, "Created", "%s", createdCondition(job).Message)
+		ns := job.Namespace
+		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns).Inc() })
+	}
+	return nil
+}
+
+// createMissing creates the pods of ranks that have none, in parallel with
+// a bounded fan-out.
+func (r *Reconciler) createMissing(ctx context.Context, p *pass, current []*corev1.Pod, attempt int32) error {
+	job := p.job
+	have := map[int32]bool{}
+	for _, pod := range current {
+		have[rankOf(pod)] = true
+	}
+	var missing []*corev1.Pod
+	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+		name := mlv1.WorkerPodName(job.Name, rank)
+		if have[rank] || r.expect.pendingCreate(job.UID, createKey(name, attempt), p.now) {
+			continue
+		}
+		missing = append(missing, desiredWorkerPod(job, rank, attempt, &r.cfg))
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sem := make(chan struct{}, r.cfg.CreateParallelism)
+	errs := make(chan error, len(missing))
+	for _, pod := range missing {
+		sem <- struct{}{}
+		go func(pod *corev1.Pod) {
+			defer func() { <-sem }()
+			start := time.Now()
+			err := r.client.Create(ctx, pod)
+			podCreationLatency.Observe(time.Since(start).Seconds())
+			switch {
+			case err == nil:
+				r.expect.created(job.UID, createKey(pod.Name, attempt), p.now)
+			case apierrors.IsAlreadyExists(err):
+				// Created by an earlier pass the cache has not shown yet.
+			default:
+				errs <- fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			}
+		}(pod)
+	}
+	for i := 0; i < cap(sem); i++ {
+		sem <- struct{}{}
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	created := len(missing) - len(all)
+	st := &job.Status
+	if created > 0 {
+		if st.StartTime == nil {
+			now := metav1.NewTime(p.now)
+			st.StartTime = &now
+		}
+		p.event(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d worker pods (attempt %d)",
+			created, job.Spec.EffectiveNumWorkers(), attempt)
+	}
+	return errors.Join(all...)
+}
+
+// deleteStale deletes pods of earlier attempts, force-deleting those stuck
+// Terminating on a lost node once their grace period has passed.
+func (r *Reconciler) deleteStale(ctx context.Context, p *pass, stale []*corev1.Pod, nodes map[string]nodeInfo) error {
+	var errs []error
+	for _, pod := range stale {
+		if pod.DeletionTimestamp == nil {
+			continue
+		}
+		n, ok := nodes[pod.Spec.NodeName]
+		if !ok {
+			continue
+		}
+		lost, at := n.lost(p.now, r.cfg.NodeLostGracePeriod)
+		if !lost {
+			p.requeue(at)
+			continue
+		}
+		if p.now.Before(pod.DeletionTimestamp.Time) {
+			p.requeue(pod.DeletionTimestamp.Time)
+			continue
+		}
+		err := r.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("force-deleting pod %s on lost node %s: %w", pod.Name, pod.Spec.NodeName, err))
+			continue
+		}
+		p.event(corev1.EventTypeWarning, "ForceDeleted", "pod %s was stuck terminating on lost node %s; force-deleted", pod.Name, pod.Spec.NodeName)
+	}
+	errs = append(errs, r.deletePods(ctx, p.job, stale, p.now))
+	return errors.Join(errs...)
+}
+
+// deletePods deletes pods that are not already being deleted.
+func (r *Reconciler) deletePods(ctx context.Context, job *mlv1.TrainingJob, pods []*corev1.Pod, now time.Time) error {
+	var errs []error
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || r.expect.pendingDelete(job.UID, pod.UID, now) {
+			continue
+		}
+		err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting pod %s: %w", pod.Name, err))
+			continue
+		}
+		r.expect.deleted(job.UID, pod.UID, now)
+	}
+	return errors.Join(errs...)
+}
+
+// nodeInfos looks up the nodes the pods are bound to. Presence comes from the
+// metadata cache (confirmed uncached before a node is called gone); readiness
+// is read uncached, and only for nodes whose running pods lost their Ready
+// condition, which the node lifecycle controller does when a node goes NotReady.
+func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[string]nodeInfo, error) {
+	suspect := map[string]bool{}
+	names := map[string]bool{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName == "" {
+			continue
+		}
+		names[pod.Spec.NodeName] = true
+		if pod.Status.Phase == corev1.PodRunning && podReadyFalse(pod) {
+			suspect[pod.Spec.NodeName] = true
+		}
+	}
+	infos := make(map[string]nodeInfo, len(names))
+	for name := range names {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		err := r.client.Get(ctx, client.ObjectKey{Name: name}, meta)
+		if apierrors.IsNotFound(err) {
+			node := &corev1.Node{}
+			err = r.apiReader.Get(ctx, client.ObjectKey{Name: name}, node)
+			if apierrors.IsNotFound(err) {
+				infos[name] = nodeInfo{gone: true}
+				continue
+			}
+			if err == nil {
+				infos[name] = readinessOf(node)
+				continue
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading node %s: %w", name, err)
+		}
+		if !suspect[name] {
+			infos[name] = nodeInfo{}
+			continue
+		}
+		node := &corev1.Node{}
+		if err := r.apiReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				infos[name] = nodeInfo{gone: true}
+				continue
+			}
+			return nil, fmt.Errorf("reading node %s: %w", name, err)
+		}
+		infos[name] = readinessOf(node)
+	}
+	return infos, nil
+}
+
+// readinessOf is when a node's Ready condition stopped being True.
+func readinessOf(node *corev1.Node) nodeInfo {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			return nodeInfo{notReadySince: c.LastTransitionTime.Time}
+		}
+	}
+	return nodeInfo{}
+}
+
+// podReadyFalse reports a pod whose Ready condition is False.
+func podReadyFalse(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionFalse
+		}
+	}
+	return false
+}
+
+// scrapeProgress reads rank 0's progress when it is due.
+func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*corev1.Pod) {
+	job := p.job
+	var rank0 *corev1.Pod
+	for _, pod := range current {
+		if rankOf(pod) == 0 {
+			rank0 = pod
+		}
+	}
+	if rank0 == nil || rank0.Status.PodIP == "" || rank0.Status.Phase != corev1.PodRunning {
+		return
+	}
+	key := client.ObjectKeyFromObject(job)
+	if ok, next := r.scrapes.due(key, p.now); !ok {
+		p.requeue(next)
+		return
+	}
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(rank0.Status.PodIP, strconv.Itoa(int(job.Spec.EffectiveMetricsPort()))), job.Spec.EffectiveMetricsPath())
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	progress, err := r.cfg.Scraper.Scrape(sctx, url)
+	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+	setCondition(&job.Status, progressCondition(job, err, url), metav1.NewTime(p.now))
+	if err == nil {
+		applyProgress(job, progress, p.now)
+	}
+}
+
+// syncFinalizer holds the finalizer only while the job owns a checkpoint PVC
+// that must outlive it.
+func (r *Reconciler) syncFinalizer(ctx context.Context, job *mlv1.TrainingJob) error {
+	need := job.Spec.UsesCheckpointPVC() && job.Spec.RetainCheckpoints()
+	has := controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer)
+	if need == has {
+		return nil
+	}
+	orig := job.DeepCopy()
+	if need {
+		controllerutil.AddFinalizer(job, mlv1.TrainingJobFinalizer)
+	} else {
+		controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)
+	}
+	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating finalizer: %w", err)
+	}
+	return nil
+}
+
+// finalize releases the retained checkpoint PVC from the job's ownership, so
+// the garbage collector keeps it, then lets the job go. Everything else is
+// removed by the garbage collector through owner references.
+func (r *Reconciler) finalize(ctx context.Context, job *mlv1.TrainingJob) error {
+	if !controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer) {
+		return nil
+	}
+	if job.Spec.RetainCheckpoints() {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: mlv1.CheckpointPVCName(job.Name)}, pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("reading checkpoint PVC: %w", err)
+		default:
+			var refs []metav1.OwnerReference
+			for _, ref := range pvc.OwnerReferences {
+				if ref.UID != job.UID {
+					refs = append(refs, ref)
+				}
+			}
+			if len(refs) != len(pvc.OwnerReferences) {
+				orig := pvc.DeepCopy()
+				pvc.OwnerReferences = refs
+				if err := r.client.Patch(ctx, pvc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+					return fmt.Errorf("releasing checkpoint PVC %s: %w", pvc.Name, err)
+				}
+			}
+		}
+	}
+	orig := job.DeepCopy()
+	controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)
+	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	return nil
+}
+
+// findCondition returns the condition of a type, or nil.
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}

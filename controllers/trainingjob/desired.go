@@ -1,0 +1,446 @@
+package trainingjob
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// Names and paths the pods are built with. They are part of the documented
+// contract (docs/trainingjob.md).
+const (
+	// TrainerContainerName is the worker container.
+	TrainerContainerName = "trainer"
+	// DefaultCheckpointSize is the checkpoint PVC size when none is given.
+	DefaultCheckpointSize = "10Gi"
+	// ShmMountPath is where the memory-backed emptyDir is mounted.
+	ShmMountPath = "/dev/shm"
+	// NonRootUID is the user and group the workers run as unless the template
+	// sets a pod security context.
+	NonRootUID int64 = 1000
+
+	kueueQueueLabel      = "kueue.x-k8s.io/queue-name"
+	kueuePodGroupLabel   = "kueue.x-k8s.io/pod-group-name"
+	kueueGroupCountAnnot = "kueue.x-k8s.io/pod-group-total-count"
+
+	checkpointVolume = "checkpoints"
+	dataVolume       = "data"
+	shmVolume        = "dshm"
+	rendezvousPort   = "rendezvous"
+	metricsPort      = "metrics"
+)
+
+// childLabels are the labels every child of a job carries. The manager's
+// cache only sees objects with LabelManagedBy.
+func childLabels(job *mlv1.TrainingJob) map[string]string {
+	return map[string]string{
+		mlv1.LabelTrainingJob: job.Name,
+		mlv1.LabelManagedBy:   mlv1.ManagedByValue,
+	}
+}
+
+// ownerRef makes job the controlling owner of a child.
+func ownerRef(job *mlv1.TrainingJob) metav1.OwnerReference {
+	return *metav1.NewControllerRef(job, mlv1.GroupVersion.WithKind("TrainingJob"))
+}
+
+// desiredWorkerPod is the pod of one rank in one gang attempt.
+func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *corev1.Pod {
+	spec := &job.Spec
+	name := mlv1.WorkerPodName(job.Name, rank)
+
+	labels := map[string]string{}
+	for k, v := range spec.Template.Labels {
+		labels[k] = v
+	}
+	// Our labels are set last so a template cannot take them away.
+	for k, v := range childLabels(job) {
+		labels[k] = v
+	}
+	labels[mlv1.LabelRank] = strconv.Itoa(int(rank))
+	labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypeWorker
+	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
+
+	var annotations map[string]string
+	if len(spec.Template.Annotations) > 0 {
+		annotations = map[string]string{}
+		for k, v := range spec.Template.Annotations {
+			annotations[k] = v
+		}
+	}
+	if q := spec.Scheduling.QueueName; q != "" {
+		// Kueue's plain-pod group integration admits the gang as one unit. The
+		// group is per attempt: a restarted gang is a new workload.
+		labels[kueueQueueLabel] = q
+		labels[kueuePodGroupLabel] = fmt.Sprintf("%s-%d", job.Name, attempt)
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[kueueGroupCountAnnot] = strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	}
+
+	gpus := spec.EffectiveGPUs()
+	var nodeSelector map[string]string
+	if gpus > 0 && len(cfg.GPUNodeSelector) > 0 {
+		nodeSelector = map[string]string{}
+		for k, v := range cfg.GPUNodeSelector {
+			nodeSelector[k] = v
+		}
+	}
+	if len(spec.Scheduling.NodeSelector) > 0 {
+		if nodeSelector == nil {
+			nodeSelector = map[string]string{}
+		}
+		for k, v := range spec.Scheduling.NodeSelector {
+			nodeSelector[k] = v
+		}
+	}
+	var tolerations []corev1.Toleration
+	if gpus > 0 {
+		// GPU nodes are conventionally tainted with the resource name.
+		tolerations = append(tolerations, corev1.Toleration{
+			Key:      string(spec.EffectiveGPUResourceName()),
+			Operator: corev1.TolerationOpExists,
+			Effect:   corev1.TaintEffectNoSchedule,
+		})
+	}
+	tolerations = append(tolerations, spec.Scheduling.Tolerations...)
+
+	podSC := spec.Template.PodSecurityContext
+	if podSC == nil {
+		podSC = &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(NonRootUID),
+			RunAsGroup:     ptr.To(NonRootUID),
+			FSGroup:        ptr.To(NonRootUID),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+	}
+	containerSC := spec.Template.SecurityContext
+	if containerSC == nil {
+		containerSC = &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+	}
+
+	volumes, mounts := workerVolumes(job)
+
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       job.Namespace,
+			Labels:          labels,
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(job)},
+		},
+		Spec: corev1.PodSpec{
+			Hostname:      name,
+			Subdomain:     mlv1.WorkersServiceName(job.Name),
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:    TrainerContainerName,
+				Image:   spec.EffectiveImage(cfg.DefaultImages),
+				Command: spec.Command,
+				Args:    spec.Args,
+				Env:     workerEnv(job, rank),
+				Ports: []corev1.ContainerPort{
+					{Name: rendezvousPort, ContainerPort: spec.EffectiveMasterPort(), Protocol: corev1.ProtocolTCP},
+					{Name: metricsPort, ContainerPort: spec.EffectiveMetricsPort(), Protocol: corev1.ProtocolTCP},
+				},
+				Resources:       workerResources(spec),
+				VolumeMounts:    mounts,
+				SecurityContext: containerSC,
+			}},
+			Volumes:            volumes,
+			ServiceAccountName: spec.Template.ServiceAccountName,
+			ImagePullSecrets:   spec.Template.ImagePullSecrets,
+			SchedulerName:      spec.Scheduling.SchedulerName,
+			PriorityClassName:  spec.Scheduling.PriorityClassName,
+			NodeSelector:       nodeSelector,
+			Tolerations:        tolerations,
+			Affinity:           spec.Scheduling.Affinity,
+			SecurityContext:    podSC,
+		},
+	}
+}
+
+// workerResources are spec.resources with the GPUs set as requests = limits.
+func workerResources(spec *mlv1.TrainingJobSpec) corev1.ResourceRequirements {
+	res := *spec.Resources.DeepCopy()
+	gpus := spec.EffectiveGPUs()
+	if gpus == 0 {
+		return res
+	}
+	q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	name := spec.EffectiveGPUResourceName()
+	if res.Limits == nil {
+		res.Limits = corev1.ResourceList{}
+	}
+	if res.Requests == nil {
+		res.Requests = corev1.ResourceList{}
+	}
+	res.Limits[name] = q
+	res.Requests[name] = q
+	return res
+}
+
+// workerVolumes are the checkpoint, data, /dev/shm and template volumes, and
+// the trainer container's mounts of them.
+func workerVolumes(job *mlv1.TrainingJob) ([]corev1.Volume, []corev1.VolumeMount) {
+	spec := &job.Spec
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if claim := job.CheckpointClaimName(); claim != "" {
+		volumes = append(volumes, corev1.Volume{Name: checkpointVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: checkpointVolume, MountPath: spec.EffectiveCheckpointPath()})
+	}
+	if dv := spec.DataVolume; dv != nil {
+		volumes = append(volumes, corev1.Volume{Name: dataVolume, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: dv.ClaimName, ReadOnly: dv.ReadOnly},
+		}})
+		mounts = append(mounts, corev1.VolumeMount{Name: dataVolume, MountPath: dv.EffectiveDataMountPath(), ReadOnly: dv.ReadOnly})
+	}
+	// NCCL and PyTorch data loaders need more shared memory than the
+	// container runtime's 64Mi default.
+	volumes = append(volumes, corev1.Volume{Name: shmVolume, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory},
+	}})
+	mounts = append(mounts, corev1.VolumeMount{Name: shmVolume, MountPath: ShmMountPath})
+	volumes = append(volumes, spec.Template.Volumes...)
+	mounts = append(mounts, spec.Template.VolumeMounts...)
+	return volumes, mounts
+}
+
+// workerHost is a rank's stable DNS name inside the headless Service.
+func workerHost(job *mlv1.TrainingJob, rank int32) string {
+	return fmt.Sprintf("%s.%s.%s.svc", mlv1.WorkerPodName(job.Name, rank), mlv1.WorkersServiceName(job.Name), job.Namespace)
+}
+
+// workerEnv is the environment of a rank, in the order API.md lists it,
+// followed by the user's spec.env.
+func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
+	spec := &job.Spec
+	master := mlv1.MasterAddr(job.Name, job.Namespace)
+	port := strconv.Itoa(int(spec.EffectiveMasterPort()))
+	nproc := strconv.Itoa(int(spec.EffectiveNProcPerNode()))
+	nnodes := strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	r := strconv.Itoa(int(rank))
+
+	env := []corev1.EnvVar{
+		{Name: "MASTER_ADDR", Value: master},
+		{Name: "MASTER_PORT", Value: port},
+		{Name: "WORLD_SIZE", Value: strconv.Itoa(int(spec.WorldSize()))},
+		{Name: "RANK", Value: r},
+		{Name: "NODE_RANK", Value: r},
+		{Name: "LOCAL_WORLD_SIZE", Value: nproc},
+		{Name: "NUM_WORKERS", Value: nnodes},
+		{Name: "GPUS_PER_WORKER", Value: strconv.Itoa(int(spec.EffectiveGPUs()))},
+		{Name: "PET_NNODES", Value: nnodes},
+		{Name: "PET_NPROC_PER_NODE", Value: nproc},
+		{Name: "PET_NODE_RANK", Value: r},
+		{Name: "PET_MASTER_ADDR", Value: master},
+		{Name: "PET_MASTER_PORT", Value: port},
+	}
+	if spec.Model != "" {
+		env = append(env, corev1.EnvVar{Name: "MODEL", Value: spec.Model})
+	}
+	if spec.Dataset != "" {
+		env = append(env, corev1.EnvVar{Name: "DATASET", Value: spec.Dataset})
+	}
+	env = append(env, hyperparameterEnv(spec)...)
+	if spec.CheckpointEnabled() {
+		env = append(env,
+			corev1.EnvVar{Name: "CHECKPOINT_DIR", Value: spec.EffectiveCheckpointPath()},
+			corev1.EnvVar{Name: "CHECKPOINT_FREQUENCY", Value: strconv.Itoa(int(spec.EffectiveCheckpointFrequency()))},
+			corev1.EnvVar{Name: "CHECKPOINT_KEEP_LAST", Value: strconv.Itoa(int(spec.EffectiveCheckpointKeepLast()))},
+		)
+		if spec.EffectiveCheckpointStorageType() != mlv1.StorageTypePVC {
+			env = append(env, corev1.EnvVar{Name: "CHECKPOINT_URI", Value: spec.Checkpoint.Storage.URI})
+		}
+		if cp := job.Status.LastCheckpoint; cp != nil {
+			path := cp.Path
+			if path == "" {
+				path = spec.CheckpointLocation(cp.Epoch)
+			}
+			env = append(env, corev1.EnvVar{Name: "RESUME_FROM_CHECKPOINT", Value: path})
+		}
+	}
+	env = append(env,
+		corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
+	)
+	if spec.EffectiveBackend() == mlv1.BackendNCCL {
+		// Async error handling makes a rank whose peer died abort its pending
+		// collectives instead of hanging, so the gang restart can happen.
+		env = append(env,
+			corev1.EnvVar{Name: "NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
+			corev1.EnvVar{Name: "TORCH_NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
+			corev1.EnvVar{Name: "NCCL_DEBUG", Value: "WARN"},
+		)
+	}
+	switch spec.EffectiveFramework() {
+	case mlv1.FrameworkTensorFlow:
+		env = append(env, corev1.EnvVar{Name: "TF_CONFIG", Value: tfConfig(job, rank)})
+	case mlv1.FrameworkXGBoost:
+		env = append(env,
+			corev1.EnvVar{Name: "DMLC_TRACKER_URI", Value: master},
+			corev1.EnvVar{Name: "DMLC_TRACKER_PORT", Value: port},
+			corev1.EnvVar{Name: "DMLC_TASK_ID", Value: r},
+			corev1.EnvVar{Name: "DMLC_NUM_WORKER", Value: nnodes},
+		)
+	case mlv1.FrameworkJAX:
+		// One JAX process per pod; it drives all of the pod's local devices.
+		env = append(env,
+			corev1.EnvVar{Name: "JAX_COORDINATOR_ADDRESS", Value: master + ":" + port},
+			corev1.EnvVar{Name: "JAX_NUM_PROCESSES", Value: nnodes},
+			corev1.EnvVar{Name: "JAX_PROCESS_ID", Value: r},
+		)
+	}
+	if t := spec.Tracking; t != nil && t.MLflow != nil {
+		env = append(env,
+			corev1.EnvVar{Name: "MLFLOW_TRACKING_URI", Value: t.MLflow.TrackingURI},
+			corev1.EnvVar{Name: "MLFLOW_EXPERIMENT_NAME", Value: t.MLflow.ExperimentName},
+			corev1.EnvVar{Name: "MLFLOW_RUN_NAME", Value: job.Namespace + "/" + job.Name},
+		)
+	}
+	return append(env, spec.Env...)
+}
+
+// hyperparameterEnv is HYPERPARAM_<KEY> for every hyperparameter, sorted.
+func hyperparameterEnv(spec *mlv1.TrainingJobSpec) []corev1.EnvVar {
+	keys := make([]string, 0, len(spec.Hyperparameters))
+	for k := range spec.Hyperparameters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]corev1.EnvVar, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, corev1.EnvVar{Name: "HYPERPARAM_" + strings.ToUpper(k), Value: spec.Hyperparameters[k].String()})
+	}
+	return env
+}
+
+// TFConfig is TensorFlow's TF_CONFIG: the cluster spec of every task and
+// this task's place in it, as tf.distribute.cluster_resolver.TFConfigClusterResolver reads it.
+type TFConfig struct {
+	Cluster map[string][]string `json:"cluster"`
+	Task    TFTask              `json:"task"`
+}
+
+// TFTask is the task part of TF_CONFIG.
+type TFTask struct {
+	Type  string `json:"type"`
+	Index int32  `json:"index"`
+}
+
+// tfConfig is the TF_CONFIG of a worker rank.
+func tfConfig(job *mlv1.TrainingJob, rank int32) string {
+	port := job.Spec.EffectiveMasterPort()
+	cluster := map[string][]string{}
+	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
+		cluster["worker"] = append(cluster["worker"], fmt.Sprintf("%s:%d", workerHost(job, i), port))
+	}
+	for i := int32(0); i < job.Spec.ParameterServers; i++ {
+		cluster["ps"] = append(cluster["ps"], fmt.Sprintf("%s.%s.%s.svc:%d",
+			mlv1.PSPodName(job.Name, i), mlv1.WorkersServiceName(job.Name), job.Namespace, port))
+	}
+	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: "worker", Index: rank}})
+	return string(b)
+}
+
+// desiredService is the headless Service that gives every rank a stable DNS
+// name. Addresses are published before pods are ready: ranks rendezvous
+// before any readiness could be reported.
+func desiredService(job *mlv1.TrainingJob) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            mlv1.WorkersServiceName(job.Name),
+			Namespace:       job.Namespace,
+			Labels:          childLabels(job),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(job)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 childLabels(job),
+			PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{{
+				Name:     rendezvousPort,
+				Port:     job.Spec.EffectiveMasterPort(),
+				Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// desiredConfigMap holds the job's settings for tools and trainers that read
+// files rather than the environment.
+func desiredConfigMap(job *mlv1.TrainingJob) *corev1.ConfigMap {
+	spec := &job.Spec
+	hp := spec.Hyperparameters
+	if hp == nil {
+		hp = map[string]mlv1.HyperparameterValue{}
+	}
+	// encoding/json sorts map keys, so the document is stable.
+	hpJSON, _ := json.Marshal(hp)
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            mlv1.ConfigMapName(job.Name),
+			Namespace:       job.Namespace,
+			Labels:          childLabels(job),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(job)},
+		},
+		Data: map[string]string{
+			"model":                spec.Model,
+			"dataset":              spec.Dataset,
+			"framework":            string(spec.EffectiveFramework()),
+			"backend":              string(spec.EffectiveBackend()),
+			"masterPort":           strconv.Itoa(int(spec.EffectiveMasterPort())),
+			"hyperparameters.json": string(hpJSON),
+		},
+	}
+}
+
+// desiredPVC is the checkpoint PVC, or nil when the job uses none of its own.
+// It always has the job as owner while the job lives; when checkpoints are
+// retained, the finalizer removes that reference before the job goes, so the
+// garbage collector leaves the PVC alone.
+func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
+	spec := &job.Spec
+	if !spec.UsesCheckpointPVC() {
+		return nil
+	}
+	size := resource.MustParse(DefaultCheckpointSize)
+	if s := spec.Checkpoint.Storage.Size; s != nil {
+		size = *s
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            mlv1.CheckpointPVCName(job.Name),
+			Namespace:       job.Namespace,
+			Labels:          childLabels(job),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(job)},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      spec.EffectiveCheckpointAccessModes(),
+			StorageClassName: spec.Checkpoint.Storage.StorageClassName,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: size},
+			},
+		},
+	}
+}

@@ -1,0 +1,112 @@
+package trainingjob
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// The TrainingJob metrics of API.md, registered on controller-runtime's
+// registry so the manager's /metrics serves them.
+var (
+	jobsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_created_total", Help: "TrainingJobs whose resources the operator created.",
+	}, []string{"namespace"})
+	jobsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_completed_total", Help: "TrainingJobs that completed.",
+	}, []string{"namespace"})
+	jobsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_failed_total", Help: "TrainingJobs that failed, by the reason of their Failed condition.",
+	}, []string{"namespace", "reason"})
+	jobRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_restarts_total", Help: "Gang restarts, by reason (failures and disruptions).",
+	}, []string{"namespace", "reason"})
+	jobState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_state", Help: "1 for the state each TrainingJob is in, 0 for the others.",
+	}, []string{"namespace", "name", "state"})
+	activeWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_active_workers", Help: "Running worker pods of the current attempt.",
+	}, []string{"namespace", "trainingjob"})
+	allocatedGPUs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_allocated_gpus", Help: "GPUs held by the current attempt's pods.",
+	}, []string{"namespace", "trainingjob"})
+	progressPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_progress_percent", Help: "Share of epochs done, from rank 0's metrics.",
+	}, []string{"namespace", "trainingjob"})
+	currentEpoch = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_current_epoch", Help: "Epoch rank 0 reports.",
+	}, []string{"namespace", "trainingjob"})
+	trainingLoss = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_loss", Help: "Loss rank 0 reports.",
+	}, []string{"namespace", "trainingjob"})
+	trainingAccuracy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_accuracy", Help: "Accuracy rank 0 reports.",
+	}, []string{"namespace", "trainingjob"})
+	podCreationLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "trainingjob_pod_creation_latency_seconds",
+		Help:    "Latency of creating one worker pod (the API call, including client rate limiting).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	})
+	jobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "trainingjob_duration_seconds",
+		Help:    "Time from a job's start to its completion or failure.",
+		Buckets: prometheus.ExponentialBuckets(60, 2, 14),
+	}, []string{"namespace", "state"})
+	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "trainingjob_operator_reconcile_duration_seconds",
+		Help:    "Duration of one TrainingJob reconcile pass.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	})
+	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_operator_errors_total", Help: "TrainingJob reconcile passes that returned an error.",
+	}, []string{"namespace"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(jobsCreated, jobsCompleted, jobsFailed, jobRestarts, jobState,
+		activeWorkers, allocatedGPUs, progressPercent, currentEpoch, trainingLoss, trainingAccuracy,
+		podCreationLatency, jobDuration, reconcileDuration, reconcileErrors)
+}
+
+// allStates are the values of the state label.
+var allStates = []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning,
+	mlv1.StateRestarting, mlv1.StateSuspended, mlv1.StateCompleted, mlv1.StateFailed}
+
+// recordJobGauges sets a job's per-job series from its status.
+func recordJobGauges(job *mlv1.TrainingJob) {
+	ns, name := job.Namespace, job.Name
+	for _, s := range allStates {
+		v := 0.0
+		if job.Status.State == s {
+			v = 1
+		}
+		jobState.WithLabelValues(ns, name, string(s)).Set(v)
+	}
+	st := &job.Status
+	activeWorkers.WithLabelValues(ns, name).Set(float64(st.Workers.Active))
+	allocatedGPUs.WithLabelValues(ns, name).Set(float64(st.AllocatedGPUs))
+	if st.TotalEpochs > 0 {
+		progressPercent.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch) * 100 / float64(st.TotalEpochs))
+		currentEpoch.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch))
+	} else if st.CurrentEpoch > 0 {
+		currentEpoch.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch))
+	}
+	if m := st.Metrics; m != nil {
+		if m.Loss != nil {
+			trainingLoss.WithLabelValues(ns, name).Set(*m.Loss)
+		}
+		if m.Accuracy != nil {
+			trainingAccuracy.WithLabelValues(ns, name).Set(*m.Accuracy)
+		}
+	}
+}
+
+// forgetJobMetrics removes every series of a deleted job.
+func forgetJobMetrics(key types.NamespacedName) {
+	jobState.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "name": key.Name})
+	for _, g := range []*prometheus.GaugeVec{activeWorkers, allocatedGPUs, progressPercent, currentEpoch, trainingLoss, trainingAccuracy} {
+		g.DeleteLabelValues(key.Namespace, key.Name)
+	}
+}

@@ -1,0 +1,331 @@
+package trainingjob
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// Reasons on the Restarting and Failed conditions, in events and in the
+// trainingjob_restarts_total / trainingjob_failed_total metrics.
+const (
+	// ReasonWorkerFailed: a rank exited non-zero and the gang restarts (a failure).
+	ReasonWorkerFailed = "WorkerFailed"
+	// ReasonBackoffLimitExceeded: a rank failed after backoffLimit gang restarts.
+	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	// ReasonPermanentExitCode: restartPolicy ExitCode and a rank exited 1..127.
+	ReasonPermanentExitCode = "PermanentExitCode"
+	// ReasonRestartPolicyNever: restartPolicy Never and a rank failed.
+	ReasonRestartPolicyNever = "RestartPolicyNever"
+	// ReasonDeadlineExceeded: runPolicy.activeDeadlineSeconds passed.
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	// ReasonInvalidSpec: the job cannot run as written (for example no image).
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonPreempted: a rank was preempted (a disruption).
+	ReasonPreempted = "Preempted"
+	// ReasonEvicted: a rank was evicted (a disruption).
+	ReasonEvicted = "Evicted"
+	// ReasonNodeLost: a rank's node is gone or NotReady past the grace period (a disruption).
+	ReasonNodeLost = "NodeLost"
+	// ReasonPodDeleted: a rank's pod was deleted by someone else (a disruption).
+	ReasonPodDeleted = "PodDeleted"
+	// ReasonRescaled: numWorkers changed while the gang ran (a disruption).
+	ReasonRescaled = "Rescaled"
+)
+
+// decisionKind is what the current attempt's pods mean for the job.
+type decisionKind int
+
+const (
+	// keepGoing: nothing to decide; create missing pods, report progress.
+	keepGoing decisionKind = iota
+	// complete: every rank exited 0.
+	complete
+	// fail: the job is Failed.
+	fail
+	// restartForFailure: a gang restart that counts against backoffLimit.
+	restartForFailure
+	// restartForDisruption: a gang restart that does not.
+	restartForDisruption
+)
+
+// decision is the outcome of decide, with what a person needs to act on it.
+type decision struct {
+	kind    decisionKind
+	reason  string
+	message string
+	// recheckAt is when a condition that is not yet a decision (a NotReady
+	// node inside its grace period) must be looked at again; zero if none.
+	recheckAt time.Time
+}
+
+// nodeInfo is what the controller knows about the node of a pod.
+type nodeInfo struct {
+	// gone: the Node object no longer exists.
+	gone bool
+	// notReadySince is when the node's Ready condition stopped being True;
+	// zero when it is ready or unknown.
+	notReadySince time.Time
+}
+
+// lost reports whether a node counts as lost at now, and when it will if it
+// is NotReady but still inside the grace period.
+func (n nodeInfo) lost(now time.Time, grace time.Duration) (bool, time.Time) {
+	if n.gone {
+		return true, time.Time{}
+	}
+	if n.notReadySince.IsZero() {
+		return false, time.Time{}
+	}
+	at := n.notReadySince.Add(grace)
+	if !now.Before(at) {
+		return true, time.Time{}
+	}
+	return false, at
+}
+
+// gangState is everything decide looks at, gathered by the controller.
+type gangState struct {
+	job *mlv1.TrainingJob
+	// pods of the current attempt, by rank label.
+	pods []*corev1.Pod
+	// nodes by name, for the nodes the pods are bound to.
+	nodes map[string]nodeInfo
+	// seenRanks are ranks whose pod an earlier pass observed in this attempt
+	// (status.workerStatuses); a seen rank without a pod was deleted.
+	seenRanks map[int32]bool
+	now       time.Time
+	// nodeGrace is how long a NotReady node is waited for.
+	nodeGrace time.Duration
+}
+
+// decide is the gang policy: given the current attempt's pods, does the job
+// complete, fail, restart (for a failure or a disruption) or keep going?
+// Disruptions are checked first: a preempted or evicted pod often also looks
+// Failed, and must not spend the retry budget.
+func decide(g gangState) decision {
+	spec := &g.job.Spec
+	pods := sortedByRank(g.pods)
+
+	var recheck time.Time
+	for _, p := range pods {
+		if reason, msg, ok := disruptionOf(p, g.nodes, g.now, g.nodeGrace, &recheck); ok {
+			return decision{kind: restartForDisruption, reason: reason, message: msg}
+		}
+	}
+	present := map[int32]bool{}
+	for _, p := range pods {
+		present[rankOf(p)] = true
+	}
+	for rank := int32(0); rank < spec.EffectiveNumWorkers(); rank++ {
+		if g.seenRanks[rank] && !present[rank] {
+			return decision{kind: restartForDisruption, reason: ReasonPodDeleted,
+				message: fmt.Sprintf("rank %d: pod %s was deleted", rank, mlv1.WorkerPodName(g.job.Name, rank))}
+		}
+	}
+
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		return failureDecision(g.job, p)
+	}
+
+	succeeded := int32(0)
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded && rankOf(p) < spec.EffectiveNumWorkers() {
+			succeeded++
+		}
+	}
+	if succeeded == spec.EffectiveNumWorkers() {
+		return decision{kind: complete, reason: "AllWorkersSucceeded",
+			message: fmt.Sprintf("all %d ranks exited 0", succeeded)}
+	}
+
+	if d, ok := rescaleOf(g.job, pods); ok {
+		return d
+	}
+	return decision{kind: keepGoing, recheckAt: recheck}
+}
+
+// failureDecision applies restartPolicy and backoffLimit to a failed rank.
+func failureDecision(job *mlv1.TrainingJob, p *corev1.Pod) decision {
+	spec := &job.Spec
+	code, why := exitOf(p)
+	what := fmt.Sprintf("rank %d (pod %s) failed: %s", rankOf(p), p.Name, why)
+	switch spec.EffectiveRestartPolicy() {
+	case mlv1.RestartPolicyNever:
+		return decision{kind: fail, reason: ReasonRestartPolicyNever, message: what + "; restartPolicy is Never"}
+	case mlv1.RestartPolicyExitCode:
+		if code >= 1 && code <= 127 {
+			return decision{kind: fail, reason: ReasonPermanentExitCode,
+				message: fmt.Sprintf("%s; exit code %d is permanent under restartPolicy ExitCode (1..127 fail at once, 128+ are retried)", what, code)}
+		}
+	}
+	if job.Status.Restarts >= spec.EffectiveBackoffLimit() {
+		return decision{kind: fail, reason: ReasonBackoffLimitExceeded,
+			message: fmt.Sprintf("%s; backoffLimit %d reached after %d restarts", what, spec.EffectiveBackoffLimit(), job.Status.Restarts)}
+	}
+	return decision{kind: restartForFailure, reason: ReasonWorkerFailed, message: what}
+}
+
+// exitOf is the trainer container's exit code and a description of it. A pod
+// that failed without a terminated container (for example rejected by the
+// kubelet) reads as code 0 with the pod's reason.
+func exitOf(p *corev1.Pod) (int32, string) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && (cs.Name == TrainerContainerName || len(p.Status.ContainerStatuses) == 1) {
+			desc := fmt.Sprintf("exit code %d", t.ExitCode)
+			if t.Reason != "" {
+				desc += " (" + t.Reason + ")"
+			}
+			return t.ExitCode, desc
+		}
+	}
+	if p.Status.Reason != "" {
+		return 0, "pod failed: " + p.Status.Reason
+	}
+	return 0, "pod failed"
+}
+
+// disruptionReasons are pod status reasons that mean the pod was taken away,
+// not that the training failed.
+var disruptionReasons = map[string]string{
+	"Evicted":                  ReasonEvicted,
+	"Preempting":               ReasonPreempted,
+	"NodeLost":                 ReasonNodeLost,
+	"NodeShutdown":             ReasonNodeLost,
+	"Shutdown":                 ReasonNodeLost,
+	"Terminated":               ReasonNodeLost,
+	"UnexpectedAdmissionError": ReasonEvicted,
+}
+
+// disruptionOf reports whether a pod was disrupted, and why. recheck is moved
+// earlier when the pod's node is NotReady but still inside the grace period.
+func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace time.Duration, recheck *time.Time) (string, string, bool) {
+	rank := rankOf(p)
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			reason := ReasonEvicted
+			if c.Reason == "PreemptionByScheduler" || c.Reason == "PreemptionByKubeScheduler" {
+				reason = ReasonPreempted
+			}
+			if c.Reason == "DeletionByTaintManager" {
+				reason = ReasonNodeLost
+			}
+			return reason, fmt.Sprintf("rank %d (pod %s) disrupted: %s %s", rank, p.Name, c.Reason, c.Message), true
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		if reason, ok := disruptionReasons[p.Status.Reason]; ok {
+			return reason, fmt.Sprintf("rank %d (pod %s) disrupted: %s %s", rank, p.Name, p.Status.Reason, p.Status.Message), true
+		}
+	}
+	if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded {
+		if n, ok := nodes[p.Spec.NodeName]; ok {
+			lost, at := n.lost(now, grace)
+			if lost {
+				state := "is gone"
+				if !n.gone {
+					state = fmt.Sprintf("has been NotReady since %s", n.notReadySince.UTC().Format(time.RFC3339))
+				}
+				return ReasonNodeLost, fmt.Sprintf("rank %d (pod %s): node %s %s", rank, p.Name, p.Spec.NodeName, state), true
+			}
+			if !at.IsZero() && (recheck.IsZero() || at.Before(*recheck)) {
+				*recheck = at
+			}
+		}
+	}
+	if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		// The operator deletes pods of the current attempt only after moving
+		// to a new attempt, so this deletion came from someone else.
+		return ReasonPodDeleted, fmt.Sprintf("rank %d: pod %s is being deleted", rank, p.Name), true
+	}
+	return "", "", false
+}
+
+// rescaleOf reports a gang formed for a different numWorkers than the spec
+// asks for now: it must re-form at the new size.
+func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
+	want := job.Spec.EffectiveNumWorkers()
+	for _, p := range pods {
+		formed := podNumWorkers(p)
+		if rankOf(p) >= want || (formed > 0 && formed != want) {
+			if formed <= 0 {
+				formed = rankOf(p) + 1
+			}
+			return decision{kind: restartForDisruption, reason: ReasonRescaled,
+				message: fmt.Sprintf("numWorkers changed from %d to %d; re-forming the gang from the latest checkpoint", formed, want)}, true
+		}
+	}
+	return decision{}, false
+}
+
+// podNumWorkers is the NUM_WORKERS a pod was created with, 0 if unknown.
+func podNumWorkers(p *corev1.Pod) int32 {
+	for _, c := range p.Spec.Containers {
+		if c.Name != TrainerContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == "NUM_WORKERS" {
+				n, err := strconv.Atoi(e.Value)
+				if err == nil {
+					return int32(n)
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// backoffFor is the wait before the gang of the nth failure restart is
+// created: base doubling per restart, capped. Disruptions wait nothing.
+func backoffFor(restarts int32, base, maxBackoff time.Duration) time.Duration {
+	if restarts <= 0 {
+		return 0
+	}
+	d := base
+	for i := int32(1); i < restarts; i++ {
+		d *= 2
+		if d >= maxBackoff {
+			return maxBackoff
+		}
+	}
+	if d > maxBackoff {
+		return maxBackoff
+	}
+	return d
+}
+
+// rankOf is a pod's rank label, -1 when missing or malformed.
+func rankOf(p *corev1.Pod) int32 {
+	n, err := strconv.Atoi(p.Labels[mlv1.LabelRank])
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// attemptOf is a pod's restart-attempt label, -1 when missing or malformed.
+func attemptOf(p *corev1.Pod) int32 {
+	n, err := strconv.Atoi(p.Labels[mlv1.LabelRestartAttempt])
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// sortedByRank returns the pods ordered by rank, so decisions name the lowest
+// failing rank deterministically.
+func sortedByRank(pods []*corev1.Pod) []*corev1.Pod {
+	out := append([]*corev1.Pod(nil), pods...)
+	sort.Slice(out, func(i, j int) bool { return rankOf(out[i]) < rankOf(out[j]) })
+	return out
+}

@@ -1,0 +1,307 @@
+package trainingjob
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type podOpt func(*corev1.Pod)
+
+func phase(ph corev1.PodPhase) podOpt { return func(p *corev1.Pod) { p.Status.Phase = ph } }
+func exited(code int32, reason string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: TrainerContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}}}
+	}
+}
+func onNode(n string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = n } }
+func withCondition(t corev1.PodConditionType, reason string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason})
+	}
+}
+func podReason(r string) podOpt {
+	return func(p *corev1.Pod) { p.Status.Phase, p.Status.Reason = corev1.PodFailed, r }
+}
+func deleting() podOpt {
+	return func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: t0} }
+}
+
+// gang builds one pod per rank of job (rank 0 first), running, with opts
+// applied to the given rank only.
+func gang(job *mlv1.TrainingJob, rank int32, opts ...podOpt) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for r := int32(0); r < job.Spec.EffectiveNumWorkers(); r++ {
+		p := desiredWorkerPod(job, r, job.Status.Attempt(), &testCfg)
+		p.Status.Phase = corev1.PodRunning
+		if r == rank {
+			for _, o := range opts {
+				o(p)
+			}
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}
+
+func jobWith(policy mlv1.RestartPolicy, restarts int32) *mlv1.TrainingJob {
+	j := testJob(mlv1.FrameworkPyTorch)
+	j.Spec.RestartPolicy = policy
+	j.Spec.BackoffLimit = ptr.To(int32(3))
+	j.Status.Restarts = restarts
+	return j
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name       string
+		job        *mlv1.TrainingJob
+		pods       func(*mlv1.TrainingJob) []*corev1.Pod
+		nodes      map[string]nodeInfo
+		seen       map[int32]bool
+		wantKind   decisionKind
+		wantReason string
+		wantInMsg  string
+	}{
+		{
+			name:     "all running keeps going",
+			job:      jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, -1) },
+			wantKind: keepGoing,
+		},
+		{
+			name:       "all succeeded completes",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return succeededGang(j) },
+			wantKind:   complete,
+			wantReason: "AllWorkersSucceeded",
+		},
+		{
+			name:     "one of two succeeded keeps going",
+			job:      jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 0, phase(corev1.PodSucceeded)) },
+			wantKind: keepGoing,
+		},
+		{
+			name:       "OnFailure: a failed rank restarts the gang",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(1, "Error")) },
+			wantKind:   restartForFailure,
+			wantReason: ReasonWorkerFailed,
+			wantInMsg:  "rank 1 (pod bert-worker-1) failed: exit code 1 (Error)",
+		},
+		{
+			name:       "OnFailure: after backoffLimit restarts the job fails",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 3),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(1, "Error")) },
+			wantKind:   fail,
+			wantReason: ReasonBackoffLimitExceeded,
+			wantInMsg:  "backoffLimit 3",
+		},
+		{
+			name:       "Never: a failed rank fails the job",
+			job:        jobWith(mlv1.RestartPolicyNever, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 0, exited(2, "Error")) },
+			wantKind:   fail,
+			wantReason: ReasonRestartPolicyNever,
+			wantInMsg:  "rank 0",
+		},
+		{
+			name:       "ExitCode: 1..127 is permanent",
+			job:        jobWith(mlv1.RestartPolicyExitCode, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(127, "Error")) },
+			wantKind:   fail,
+			wantReason: ReasonPermanentExitCode,
+			wantInMsg:  "rank 1 (pod bert-worker-1) failed: exit code 127",
+		},
+		{
+			name:       "ExitCode: 137 (OOMKilled) is retried",
+			job:        jobWith(mlv1.RestartPolicyExitCode, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(137, "OOMKilled")) },
+			wantKind:   restartForFailure,
+			wantReason: ReasonWorkerFailed,
+			wantInMsg:  "exit code 137 (OOMKilled)",
+		},
+		{
+			name:       "ExitCode: 143 after the backoff limit fails",
+			job:        jobWith(mlv1.RestartPolicyExitCode, 3),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(143, "Error")) },
+			wantKind:   fail,
+			wantReason: ReasonBackoffLimitExceeded,
+		},
+		{
+			name: "DisruptionTarget (preemption) is a disruption even though the pod failed",
+			job:  jobWith(mlv1.RestartPolicyNever, 3),
+			pods: func(j *mlv1.TrainingJob) []*corev1.Pod {
+				return gang(j, 1, exited(137, "Error"), withCondition(corev1.DisruptionTarget, "PreemptionByScheduler"))
+			},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonPreempted,
+		},
+		{
+			name: "eviction API is a disruption",
+			job:  jobWith(mlv1.RestartPolicyOnFailure, 3),
+			pods: func(j *mlv1.TrainingJob) []*corev1.Pod {
+				return gang(j, 0, withCondition(corev1.DisruptionTarget, "EvictionByEvictionAPI"))
+			},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonEvicted,
+		},
+		{
+			name:       "kubelet eviction (reason Evicted) is a disruption",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 3),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 0, podReason("Evicted")) },
+			wantKind:   restartForDisruption,
+			wantReason: ReasonEvicted,
+		},
+		{
+			name:       "node gone is a disruption",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
+			nodes:      map[string]nodeInfo{"n1": {gone: true}},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonNodeLost,
+			wantInMsg:  "node n1 is gone",
+		},
+		{
+			name:       "node NotReady past the grace period is a disruption",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
+			nodes:      map[string]nodeInfo{"n1": {notReadySince: t0.Add(-3 * time.Minute)}},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonNodeLost,
+			wantInMsg:  "NotReady since",
+		},
+		{
+			name:     "node NotReady inside the grace period is waited for",
+			job:      jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
+			nodes:    map[string]nodeInfo{"n1": {notReadySince: t0.Add(-time.Minute)}},
+			wantKind: keepGoing,
+		},
+		{
+			name:       "a pod deleted by someone else is a disruption",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, deleting()) },
+			wantKind:   restartForDisruption,
+			wantReason: ReasonPodDeleted,
+		},
+		{
+			name:       "a seen rank whose pod vanished is a disruption",
+			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, -1)[:1] },
+			seen:       map[int32]bool{0: true, 1: true},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonPodDeleted,
+			wantInMsg:  "rank 1",
+		},
+		{
+			name:     "a rank never seen yet is just missing (being created)",
+			job:      jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, -1)[:1] },
+			seen:     map[int32]bool{0: true},
+			wantKind: keepGoing,
+		},
+		{
+			name: "numWorkers grown 2 -> 4 re-forms the gang",
+			job:  jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods: func(j *mlv1.TrainingJob) []*corev1.Pod {
+				pods := gang(j, -1)
+				j.Spec.NumWorkers = 4
+				return pods
+			},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonRescaled,
+			wantInMsg:  "from 2 to 4",
+		},
+		{
+			name: "numWorkers shrunk 2 -> 1 re-forms the gang",
+			job:  jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods: func(j *mlv1.TrainingJob) []*corev1.Pod {
+				pods := gang(j, -1)
+				j.Spec.NumWorkers = 1
+				return pods
+			},
+			wantKind:   restartForDisruption,
+			wantReason: ReasonRescaled,
+			wantInMsg:  "from 2 to 1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pods := tt.pods(tt.job)
+			d := decide(gangState{job: tt.job, pods: pods, nodes: tt.nodes, seenRanks: tt.seen, now: t0, nodeGrace: 2 * time.Minute})
+			if d.kind != tt.wantKind {
+				t.Fatalf("kind = %d, want %d (%s: %s)", d.kind, tt.wantKind, d.reason, d.message)
+			}
+			if tt.wantReason != "" && d.reason != tt.wantReason {
+				t.Errorf("reason = %q, want %q (%s)", d.reason, tt.wantReason, d.message)
+			}
+			if !strings.Contains(d.message, tt.wantInMsg) {
+				t.Errorf("message %q does not mention %q", d.message, tt.wantInMsg)
+			}
+		})
+	}
+}
+
+func TestDecideRechecksNotReadyNodeAtGraceEnd(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	d := decide(gangState{job: job, pods: gang(job, 1, onNode("n1")), now: t0, nodeGrace: 2 * time.Minute,
+		nodes: map[string]nodeInfo{"n1": {notReadySince: t0.Add(-30 * time.Second)}}})
+	if want := t0.Add(90 * time.Second); !d.recheckAt.Equal(want) {
+		t.Errorf("recheckAt = %s, want %s", d.recheckAt, want)
+	}
+}
+
+func succeededGang(j *mlv1.TrainingJob) []*corev1.Pod {
+	pods := gang(j, -1)
+	for _, p := range pods {
+		p.Status.Phase = corev1.PodSucceeded
+	}
+	return pods
+}
+
+func TestBackoffFor(t *testing.T) {
+	for restarts, want := range map[int32]time.Duration{
+		0: 0, 1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 4: 80 * time.Second,
+		5: 160 * time.Second, 6: 5 * time.Minute, 10: 5 * time.Minute,
+	} {
+		if got := backoffFor(restarts, 10*time.Second, 5*time.Minute); got != want {
+			t.Errorf("backoffFor(%d) = %s, want %s", restarts, got, want)
+		}
+	}
+}
+
+func TestExitOf(t *testing.T) {
+	p := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "UnexpectedAdmissionError"}}
+	if code, why := exitOf(p); code != 0 || !strings.Contains(why, "UnexpectedAdmissionError") {
+		t.Errorf("exitOf = %d %q", code, why)
+	}
+	p = gang(jobWith(mlv1.RestartPolicyOnFailure, 0), 0, exited(139, "Error"))[0]
+	if code, why := exitOf(p); code != 139 || why != "exit code 139 (Error)" {
+		t.Errorf("exitOf = %d %q", code, why)
+	}
+}
+
+func TestPodNumWorkersAndLabels(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 2)
+	job.Status.Disruptions = 1
+	p := desiredWorkerPod(job, 1, job.Status.Attempt(), &testCfg)
+	if podNumWorkers(p) != 2 || rankOf(p) != 1 || attemptOf(p) != 3 {
+		t.Errorf("numWorkers=%d rank=%d attempt=%d", podNumWorkers(p), rankOf(p), attemptOf(p))
+	}
+	if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(3) {
+		t.Errorf("attempt label %q", p.Labels[mlv1.LabelRestartAttempt])
+	}
+}

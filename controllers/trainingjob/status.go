@@ -1,0 +1,218 @@
+package trainingjob
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// Condition reasons besides the restart and failure reasons in restart.go.
+const (
+	// ReasonResourcesCreated: the Service, ConfigMap and checkpoint PVC exist.
+	ReasonResourcesCreated = "ResourcesCreated"
+	// ReasonWorkersPending: not every rank is running yet.
+	ReasonWorkersPending = "WorkersPending"
+	// ReasonAllWorkersRunning: every rank is running.
+	ReasonAllWorkersRunning = "AllWorkersRunning"
+	// ReasonAllWorkersSucceeded: every rank exited 0.
+	ReasonAllWorkersSucceeded = "AllWorkersSucceeded"
+	// ReasonJobFinished: Running is False because the job finished.
+	ReasonJobFinished = "JobFinished"
+	// ReasonSuspended: spec.suspend is true.
+	ReasonSuspended = "Suspended"
+	// ReasonResumed: spec.suspend went back to false.
+	ReasonResumed = "Resumed"
+	// ReasonGangRecreated: the restarted gang's pods were created.
+	ReasonGangRecreated = "GangRecreated"
+	// ReasonScraped: rank 0's metrics endpoint was read.
+	ReasonScraped = "Scraped"
+	// ReasonScrapeFailed: rank 0's metrics endpoint could not be read; retried with backoff.
+	ReasonScrapeFailed = "ScrapeFailed"
+)
+
+// ConditionProgressAvailable says whether rank 0's progress endpoint could be
+// read. It never affects the job's state.
+const ConditionProgressAvailable = "ProgressAvailable"
+
+// observeWorkers fills workers, workerStatuses, allocatedGPUs and
+// allocatedNodes from the current attempt's pods.
+func observeWorkers(st *mlv1.TrainingJobStatus, pods []*corev1.Pod, gpuName corev1.ResourceName) {
+	st.Workers = workerCounts(pods)
+	st.WorkerStatuses = workerStatuses(pods)
+	st.AllocatedGPUs, st.AllocatedNodes = allocation(pods, gpuName)
+}
+
+// workerCounts counts pods by phase; pods being deleted are not counted.
+func workerCounts(pods []*corev1.Pod) mlv1.WorkerCounts {
+	var c mlv1.WorkerCounts
+	for _, p := range pods {
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			c.Active++
+		case corev1.PodSucceeded:
+			c.Succeeded++
+		case corev1.PodFailed:
+			c.Failed++
+		default:
+			c.Pending++
+		}
+	}
+	return c
+}
+
+// workerStatuses lists one entry per rank, ordered by rank.
+func workerStatuses(pods []*corev1.Pod) []mlv1.WorkerStatus {
+	if len(pods) == 0 {
+		return nil
+	}
+	out := make([]mlv1.WorkerStatus, 0, len(pods))
+	for _, p := range sortedByRank(pods) {
+		if rankOf(p) < 0 {
+			continue
+		}
+		phase := p.Status.Phase
+		if phase == "" {
+			phase = corev1.PodPending
+		}
+		ws := mlv1.WorkerStatus{Rank: rankOf(p), PodName: p.Name, Phase: phase, Node: p.Spec.NodeName}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == TrainerContainerName {
+				ws.RestartCount = cs.RestartCount
+			}
+		}
+		out = append(out, ws)
+	}
+	return out
+}
+
+// allocation is the GPUs held by pods bound to a node and not finished, and
+// the number of distinct nodes they run on.
+func allocation(pods []*corev1.Pod, gpuName corev1.ResourceName) (gpus, nodes int32) {
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		for _, c := range p.Spec.Containers {
+			if q, ok := c.Resources.Limits[gpuName]; ok {
+				gpus += int32(q.Value())
+			}
+		}
+	}
+	return gpus, int32(len(seen))
+}
+
+// activeState is the state of a job that is neither finished, suspended nor
+// waiting to restart: Running once every rank runs, else Initializing.
+func activeState(c mlv1.WorkerCounts, numWorkers int32) mlv1.TrainingJobState {
+	if c.Active+c.Succeeded >= numWorkers && c.Active > 0 {
+		return mlv1.StateRunning
+	}
+	return mlv1.StateInitializing
+}
+
+// createdCondition is Created=True once the job's Service, ConfigMap and PVC exist.
+func createdCondition(job *mlv1.TrainingJob) metav1.Condition {
+	msg := fmt.Sprintf("Service %s and ConfigMap %s created", mlv1.WorkersServiceName(job.Name), mlv1.ConfigMapName(job.Name))
+	if job.Spec.UsesCheckpointPVC() {
+		msg += fmt.Sprintf(", checkpoint PVC %s", mlv1.CheckpointPVCName(job.Name))
+	}
+	return metav1.Condition{Type: mlv1.TrainingJobCreated, Status: metav1.ConditionTrue,
+		Reason: ReasonResourcesCreated, Message: msg, ObservedGeneration: job.Generation}
+}
+
+// runningCondition is Running=True when every rank runs, else False with why.
+func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
+	st := &job.Status
+	c := metav1.Condition{Type: mlv1.TrainingJobRunning, Status: metav1.ConditionFalse, ObservedGeneration: job.Generation}
+	want := job.Spec.EffectiveNumWorkers()
+	switch st.State {
+	case mlv1.StateRunning:
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonAllWorkersRunning
+		c.Message = fmt.Sprintf("all %d ranks are running (attempt %d)", want, st.Attempt())
+	case mlv1.StateCompleted, mlv1.StateFailed:
+		c.Reason, c.Message = ReasonJobFinished, fmt.Sprintf("the job is %s", st.State)
+	case mlv1.StateSuspended:
+		c.Reason, c.Message = ReasonSuspended, "spec.suspend is true; the workers are deleted"
+	case mlv1.StateRestarting:
+		c.Reason, c.Message = mlv1.TrainingJobRestarting, "the gang is restarting"
+	default:
+		c.Reason = ReasonWorkersPending
+		c.Message = fmt.Sprintf("%d of %d ranks running, %d pending", st.Workers.Active, want, st.Workers.Pending)
+	}
+	return c
+}
+
+// succeededCondition is Succeeded=True once the job completed.
+func succeededCondition(job *mlv1.TrainingJob, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: mlv1.TrainingJobSucceeded, Status: metav1.ConditionTrue,
+		Reason: reason, Message: message, ObservedGeneration: job.Generation}
+}
+
+// failedCondition is Failed=True with the reason the job failed.
+func failedCondition(job *mlv1.TrainingJob, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: mlv1.TrainingJobFailed, Status: metav1.ConditionTrue,
+		Reason: reason, Message: message, ObservedGeneration: job.Generation}
+}
+
+// restartingCondition is Restarting=True while a gang restart is under way,
+// naming the rank and reason that caused it.
+func restartingCondition(job *mlv1.TrainingJob, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionTrue,
+		Reason: reason, Message: message, ObservedGeneration: job.Generation}
+}
+
+// restartDoneCondition is Restarting=False once the new gang exists.
+func restartDoneCondition(job *mlv1.TrainingJob) metav1.Condition {
+	return metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionFalse,
+		Reason: ReasonGangRecreated, ObservedGeneration: job.Generation,
+		Message: fmt.Sprintf("attempt %d created after %d restarts and %d disruptions",
+			job.Status.Attempt(), job.Status.Restarts, job.Status.Disruptions)}
+}
+
+// suspendedCondition is Suspended=True while spec.suspend is true, and
+// Suspended=False (Resumed) after it is set back.
+func suspendedCondition(job *mlv1.TrainingJob, suspended bool) metav1.Condition {
+	if suspended {
+		return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionTrue, Reason: ReasonSuspended,
+			Message: "spec.suspend is true: workers deleted; Service, ConfigMap and checkpoints kept", ObservedGeneration: job.Generation}
+	}
+	return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionFalse, Reason: ReasonResumed,
+		Message: "spec.suspend is false: the gang is recreated from the latest checkpoint", ObservedGeneration: job.Generation}
+}
+
+// progressCondition says whether the last scrape of rank 0 worked.
+func progressCondition(job *mlv1.TrainingJob, err error, url string) metav1.Condition {
+	if err != nil {
+		return metav1.Condition{Type: ConditionProgressAvailable, Status: metav1.ConditionFalse, Reason: ReasonScrapeFailed,
+			Message: fmt.Sprintf("reading %s: %v (retried with backoff; the job is not affected)", url, err), ObservedGeneration: job.Generation}
+	}
+	return metav1.Condition{Type: ConditionProgressAvailable, Status: metav1.ConditionTrue, Reason: ReasonScraped,
+		Message: "progress read from " + url, ObservedGeneration: job.Generation}
+}
+
+// setCondition sets c, keeping the transition time when the status is unchanged.
+func setCondition(st *mlv1.TrainingJobStatus, c metav1.Condition, now metav1.Time) {
+	c.LastTransitionTime = now
+	meta.SetStatusCondition(&st.Conditions, c)
+	sort.SliceStable(st.Conditions, func(i, j int) bool {
+		return conditionOrder(st.Conditions[i].Type) < conditionOrder(st.Conditions[j].Type)
+	})
+}
+
+// conditionOrder keeps conditions in lifecycle order, so status reads top-down.
+func conditionOrder(t string) int {
+	for i, name := range []string{mlv1.TrainingJobCreated, mlv1.TrainingJobRunning, mlv1.TrainingJobRestarting,
+		mlv1.TrainingJobSuspended, mlv1.TrainingJobSucceeded, mlv1.TrainingJobFailed, ConditionProgressAvailable} {
+		if name == t {
+			return i
+		}
+	}
+	return 100
+}

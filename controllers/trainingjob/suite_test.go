@@ -1,0 +1,249 @@
+package trainingjob_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// The suite runs the reconciler in a manager against a real API server, with
+// the same narrow, label-selected cache as the real manager, and a fake clock
+// the tests step. envtest has no kubelet: tests write pod status by hand.
+var (
+	env   *testutil.Env
+	clk   *clocktesting.FakeClock
+	ctx   = context.Background()
+	gpuNS = map[string]string{"node.example.com/gpu": "true"}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	var err error
+	env, err = testutil.StartEnv(testutil.EnvOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+
+	narrow := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{mlv1.LabelManagedBy: mlv1.ManagedByValue})}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 manager.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: narrow, &corev1.Service{}: narrow, &corev1.ConfigMap{}: narrow, &corev1.PersistentVolumeClaim{}: narrow,
+		}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := trainingjob.Setup(mctx, mgr, trainingjob.Config{
+		DefaultImages:           map[string]string{"pytorch": "registry.example.com/pytorch:default"},
+		GPUNodeSelector:         gpuNS,
+		Clock:                   clk,
+		MaxConcurrentReconciles: 4,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code
+}
+
+// create creates a job in a fresh namespace and returns it.
+func create(t *testing.T, w *testutil.TrainingJobWrapper) *mlv1.TrainingJob {
+	t.Helper()
+	job := w.Obj()
+	if err := env.Client.Create(ctx, job); err != nil {
+		t.Fatalf("creating job: %v", err)
+	}
+	return job
+}
+
+// get reads a job from the API server.
+func get(t *testing.T, job *mlv1.TrainingJob) *mlv1.TrainingJob {
+	t.Helper()
+	out := &mlv1.TrainingJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), out); err != nil {
+		t.Fatalf("reading job: %v", err)
+	}
+	return out
+}
+
+// waitJob polls until cond holds on the job and returns it.
+func waitJob(t *testing.T, job *mlv1.TrainingJob, what string, cond func(*mlv1.TrainingJob) bool) *mlv1.TrainingJob {
+	t.Helper()
+	deadline := time.Now().Add(testutil.Timeout)
+	for {
+		last := &mlv1.TrainingJob{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), last)
+		if err == nil && cond(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: %s not reached within %s; last status: %+v (err %v)", job.Name, what, testutil.Timeout, last.Status, err)
+		}
+		time.Sleep(testutil.Interval)
+	}
+}
+
+// waitState waits for a state.
+func waitState(t *testing.T, job *mlv1.TrainingJob, state mlv1.TrainingJobState) *mlv1.TrainingJob {
+	t.Helper()
+	return waitJob(t, job, "state "+string(state), func(j *mlv1.TrainingJob) bool { return j.Status.State == state })
+}
+
+// pods lists the job's pods (all attempts), ordered by rank.
+func pods(t *testing.T, job *mlv1.TrainingJob) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := env.Client.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{mlv1.LabelTrainingJob: job.Name}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[i].Labels[mlv1.LabelRank] < list.Items[j].Labels[mlv1.LabelRank]
+	})
+	return list.Items
+}
+
+// waitPods waits until the job has n pods of the given attempt and no others.
+func waitPods(t *testing.T, job *mlv1.TrainingJob, n int, attempt int32) []corev1.Pod {
+	t.Helper()
+	var got []corev1.Pod
+	testutil.Eventually(t, func() bool {
+		got = pods(t, job)
+		if len(got) != n {
+			return false
+		}
+		for _, p := range got {
+			if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(int(attempt)) {
+				return false
+			}
+		}
+		return true
+	}, fmt.Sprintf("%d pods of attempt %d", n, attempt))
+	return got
+}
+
+// setPhase writes a pod's phase.
+func setPhase(t *testing.T, job *mlv1.TrainingJob, rank int32, phase corev1.PodPhase, opts ...testutil.PodStatusOption) {
+	t.Helper()
+	if err := testutil.SetPodPhase(ctx, env.Client, job.Namespace, mlv1.WorkerPodName(job.Name, rank), phase, opts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setAll writes the same phase on every rank.
+func setAll(t *testing.T, job *mlv1.TrainingJob, n int32, phase corev1.PodPhase, opts ...testutil.PodStatusOption) {
+	t.Helper()
+	for r := int32(0); r < n; r++ {
+		setPhase(t, job, r, phase, opts...)
+	}
+}
+
+// poke changes an annotation so the job is reconciled now; tests call it
+// after stepping the fake clock, which the work queue's timers do not see.
+func poke(t *testing.T, job *mlv1.TrainingJob) {
+	t.Helper()
+	j := get(t, job)
+	if j.Annotations == nil {
+		j.Annotations = map[string]string{}
+	}
+	j.Annotations["test.ml.example.com/poke"] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := env.Client.Update(ctx, j); err != nil {
+		t.Fatalf("poking job: %v", err)
+	}
+}
+
+// step advances the fake clock and pokes the job.
+func step(t *testing.T, job *mlv1.TrainingJob, d time.Duration) {
+	t.Helper()
+	clk.Step(d)
+	poke(t, job)
+}
+
+// eventReasons lists the reasons of the events on a job.
+func eventReasons(t *testing.T, job *mlv1.TrainingJob) map[string]string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := env.Client.List(ctx, &list, client.InNamespace(job.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == job.Name {
+			out[e.Reason] = e.Note
+		}
+	}
+	return out
+}
+
+// waitEvents waits until the job has events with every reason.
+func waitEvents(t *testing.T, job *mlv1.TrainingJob, reasons ...string) map[string]string {
+	t.Helper()
+	var got map[string]string
+	testutil.Eventually(t, func() bool {
+		got = eventReasons(t, job)
+		for _, r := range reasons {
+			if _, ok := got[r]; !ok {
+				return false
+			}
+		}
+		return true
+	}, "events", reasons)
+	return got
+}
+
+// envOf is a container's env as a map.
+func envOf(p *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+// condition returns a job condition, or nil.
+func condition(j *mlv1.TrainingJob, t string) *struct{ Status, Reason, Message string } {
+	for _, c := range j.Status.Conditions {
+		if c.Type == t {
+			return &struct{ Status, Reason, Message string }{string(c.Status), c.Reason, c.Message}
+		}
+	}
+	return nil
+}

@@ -324,8 +324,10 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 
 	for name, mutate := range map[string]func(*mlv1.TrainingJob){
 		"existingClaim": func(j *mlv1.TrainingJob) { j.Spec.Checkpoint.Storage.ExistingClaim = "mine" },
-		"s3":            func(j *mlv1.TrainingJob) { j.Spec.Checkpoint.Storage = mlv1.CheckpointStorage{Type: "s3", URI: "s3://b/p"} },
-		"disabled":      func(j *mlv1.TrainingJob) { j.Spec.Checkpoint.Enabled = ptr.To(false) },
+		"s3": func(j *mlv1.TrainingJob) {
+			j.Spec.Checkpoint.Storage = mlv1.CheckpointStorage{Type: "s3", URI: "s3://b/p"}
+		},
+		"disabled": func(j *mlv1.TrainingJob) { j.Spec.Checkpoint.Enabled = ptr.To(false) },
 	} {
 		j := testJob(mlv1.FrameworkPyTorch)
 		mutate(j)

@@ -69,7 +69,7 @@ catalog-validate: opm ## Validate the file-based catalog with opm.
 
 .PHONY: docker-build
 docker-build: ## Build the manager image IMG.
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the manager image IMG.

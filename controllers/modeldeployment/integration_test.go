@@ -569,3 +569,99 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 			md.Status.ObservedGeneration == md.Generation
 	}, "status shows v1 serving 100% through the Gateway API")
 }
+
+// Switching routers deletes the old router's objects.
+func TestRouterSwitchCleansUp(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("sw", "").Router(mlv1.RouterGatewayAPI).Version("v1", -1, "s3://m/v1").Obj())
+	h.reconcile("sw")
+	route := &unstructured.Unstructured{}
+	route.SetAPIVersion("gateway.networking.k8s.io/v1")
+	route.SetKind("HTTPRoute")
+	get(t, h.ns, "sw", route)
+
+	h.update("sw", func(md *mlv1.ModelDeployment) { md.Spec.Traffic.Router = mlv1.RouterIstio })
+	h.reconcile("sw")
+	assert.True(t, gone(t, h.ns, "sw", route.DeepCopy()), "HTTPRoute deleted after switching to istio")
+	vs := &unstructured.Unstructured{}
+	vs.SetAPIVersion("networking.istio.io/v1")
+	vs.SetKind("VirtualService")
+	get(t, h.ns, "sw", vs)
+	assert.Equal(t, mlv1.RouterIstio, h.md("sw").Status.Router)
+
+	h.update("sw", func(md *mlv1.ModelDeployment) { md.Spec.Traffic.Router = mlv1.RouterService })
+	h.reconcile("sw")
+	assert.True(t, gone(t, h.ns, "sw", vs.DeepCopy()), "VirtualService deleted after switching to service")
+	dr := &unstructured.Unstructured{}
+	dr.SetAPIVersion("networking.istio.io/v1")
+	dr.SetKind("DestinationRule")
+	assert.True(t, gone(t, h.ns, "sw", dr))
+}
+
+// Under router service a rolled-back version is sized to zero: its HPA goes
+// and the operator sets its replicas to 0, so the stable Service stops
+// sending it traffic; the last healthy version is sized for 100 %.
+func TestServiceRouterRollbackScalesToZero(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("svc", "").Router(mlv1.RouterService).Replicas(2, 10).ProgressDeadline(60).
+		Version("v1", 70, "s3://m/v1").Version("v2", 30, "s3://m/v2").Obj())
+	h.reconcile("svc")
+	h.setReady("svc-v1", 1)
+	h.reconcile("svc")
+	get(t, h.ns, "svc-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+
+	h.clock.Step(61 * time.Second)
+	h.reconcile("svc")
+	md := h.md("svc")
+	require.Len(t, md.Status.FailedVersions, 1)
+	assert.True(t, gone(t, h.ns, "svc-v2", &autoscalingv2.HorizontalPodAutoscaler{}), "no HPA for a version sized to zero")
+	assert.Equal(t, int32(0), *h.deployment("svc-v2").Spec.Replicas)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	get(t, h.ns, "svc-v1", hpa)
+	assert.Equal(t, int32(2), *hpa.Spec.MinReplicas)
+	assert.Equal(t, int32(10), hpa.Spec.MaxReplicas)
+
+	// A spec change retries v2: it gets its HPA back and the operator lets go of its replicas.
+	h.update("svc", func(md *mlv1.ModelDeployment) { md.Spec.Versions[1].ModelPath = "s3://m/v2-fixed" })
+	h.reconcile("svc")
+	get(t, h.ns, "svc-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+	d := h.deployment("svc-v2")
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == mdctrl.FieldOwner {
+			assert.NotContains(t, string(mf.FieldsV1.Raw), `"f:replicas"`)
+		}
+	}
+}
+
+// Deleting a ModelDeployment removes its metric series.
+func TestMetricsRemovedWithTheObject(t *testing.T) {
+	h := newHarness(t)
+	md := h.create(testutil.ModelDeployment("gone", "").Router(mlv1.RouterService).Version("v1", -1, "s3://m/v1").Obj())
+	h.reconcile("gone")
+	_, ok := metricValue(t, "modeldeployment_ready_replicas", map[string]string{"namespace": h.ns, "name": "gone", "version": "v1"})
+	require.True(t, ok)
+	require.NoError(t, k8s.Delete(context.Background(), md))
+	h.reconcile("gone")
+	for _, name := range []string{"modeldeployment_phase", "modeldeployment_ready_replicas", "modeldeployment_traffic_weight"} {
+		_, ok := metricValue(t, name, map[string]string{"namespace": h.ns, "name": "gone"})
+		assert.False(t, ok, "%s series left behind", name)
+	}
+}
+
+// A Prometheus with no traffic for a version yields no rollback.
+func TestPrometheusWithoutTrafficDoesNotRollBack(t *testing.T) {
+	srv := promServer(t, func(string) (float64, bool) { return 0, false })
+	h := newHarness(t)
+	src, err := mdctrl.NewPrometheusSource(srv.URL)
+	require.NoError(t, err)
+	h.r.Metrics = src
+	h.create(testutil.ModelDeployment("quiet", "").Router(mlv1.RouterGatewayAPI).
+		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
+	h.reconcile("quiet")
+	h.setReady("quiet-v1", 1)
+	h.setReady("quiet-v2", 1)
+	h.reconcile("quiet")
+	md := h.md("quiet")
+	assert.Empty(t, md.Status.FailedVersions)
+	assert.Equal(t, mlv1.PhaseRunning, md.Status.Phase)
+}

@@ -1,0 +1,71 @@
+package modeldeployment
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	kubetesting "k8s.io/client-go/testing"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+func resources(gv string, names ...string) *metav1.APIResourceList {
+	l := &metav1.APIResourceList{GroupVersion: gv}
+	for _, n := range names {
+		l.APIResources = append(l.APIResources, metav1.APIResource{Name: n})
+	}
+	return l
+}
+
+func TestRouterDetector(t *testing.T) {
+	gateway := resources("gateway.networking.k8s.io/v1", "gateways", "httproutes")
+	istioV1 := resources("networking.istio.io/v1", "virtualservices", "destinationrules", "gateways")
+	istioBeta := resources("networking.istio.io/v1beta1", "virtualservices", "destinationrules")
+	cases := []struct {
+		name        string
+		served      []*metav1.APIResourceList
+		want        mlv1.TrafficRouter
+		wantIstioGV string
+	}{
+		{"nothing installed", nil, mlv1.RouterService, "v1"},
+		{"gateway api wins", []*metav1.APIResourceList{istioV1, gateway}, mlv1.RouterGatewayAPI, "v1"},
+		{"istio v1", []*metav1.APIResourceList{istioV1}, mlv1.RouterIstio, "v1"},
+		{"older istio serves v1beta1 only", []*metav1.APIResourceList{istioBeta}, mlv1.RouterIstio, "v1beta1"},
+		{"gateway group without HTTPRoute", []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "gateways")}, mlv1.RouterService, "v1"},
+		{"istio without DestinationRule", []*metav1.APIResourceList{resources("networking.istio.io/v1", "virtualservices")}, mlv1.RouterService, "v1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewRouterDetector(&fakediscovery.FakeDiscovery{Fake: &kubetesting.Fake{Resources: tc.served}}, time.Minute)
+			got, err := d.Detect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || d.Router() != tc.want || d.IstioVersion() != tc.wantIstioGV {
+				t.Errorf("Detect = %s (stored %s, istio %s), want %s (istio %s)", got, d.Router(), d.IstioVersion(), tc.want, tc.wantIstioGV)
+			}
+		})
+	}
+}
+
+// A discovery error keeps the last good answer.
+func TestRouterDetectorKeepsLastResultOnError(t *testing.T) {
+	fake := &kubetesting.Fake{Resources: []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "httproutes")}}
+	d := NewRouterDetector(&fakediscovery.FakeDiscovery{Fake: fake}, time.Minute)
+	if _, err := d.Detect(); err != nil {
+		t.Fatal(err)
+	}
+	fake.PrependReactor("get", "resource", func(kubetesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("apiserver unavailable")
+	})
+	if _, err := d.Detect(); err == nil {
+		t.Fatal("want the discovery error")
+	}
+	if d.Router() != mlv1.RouterGatewayAPI {
+		t.Errorf("Router = %s after an error, want the last result gatewayapi", d.Router())
+	}
+}

@@ -1,0 +1,137 @@
+package modeldeployment
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+func cond(typ string, ok bool, reason, msg string) metav1.Condition {
+	return condition(typ, ok, reason, msg, 7)
+}
+
+func TestReadyCondition(t *testing.T) {
+	cases := []struct {
+		name string
+		vs   []versionResult
+		want metav1.Condition
+	}{
+		{"nothing ready", []versionResult{{name: "v1", sizing: 100}},
+			cond(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "no version has a Ready pod yet")},
+		{"stable serves, canary warming", []versionResult{{name: "v1", sizing: 80, effective: 100}, {name: "v2", sizing: 20}},
+			cond(mlv1.ModelDeploymentReady, true, ReasonServing, "serving v1=100%; not Ready yet: v2")},
+		{"draining versions are not counted", []versionResult{{name: "v1", sizing: 100, effective: 100}, {name: "old", draining: true}},
+			cond(mlv1.ModelDeploymentReady, true, ReasonServing, "serving v1=100%")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, readyCondition(tc.vs, 7)); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
+func TestHealthyCondition(t *testing.T) {
+	cases := []struct {
+		name string
+		vs   []versionResult
+		want metav1.Condition
+	}{
+		{"healthy", []versionResult{{name: "v1", desired: 5, ready: 4}},
+			cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready")},
+		{"degraded", []versionResult{{name: "v1", desired: 4, ready: 3, verdict: healthVerdict{Degraded: true}}},
+			cond(mlv1.ModelDeploymentHealthy, false, ReasonDegraded, "version v1: 3 of 4 replicas Ready, below 80%")},
+		{"crash loop first", []versionResult{{name: "v1", verdict: healthVerdict{Degraded: true, CrashLoopPods: []string{"p1", "p2"}}}},
+			cond(mlv1.ModelDeploymentHealthy, false, ReasonCrashLoop, "version v1: pods crash-looping: p1, p2")},
+		{"metrics", []versionResult{{name: "v2", metricReason: ReasonLatency, metricMessage: "slow"}},
+			cond(mlv1.ModelDeploymentHealthy, false, ReasonLatency, "version v2: slow")},
+		{"a rolled-back version does not make the deployment unhealthy", []versionResult{{name: "v2", failed: true, verdict: healthVerdict{Degraded: true}}},
+			cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, healthyCondition(tc.vs, 7)); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
+func TestScaledCondition(t *testing.T) {
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, false, ReasonScaling, "scaling: v1 2/5"),
+		scaledCondition([]versionResult{{name: "v1", exists: true, current: 2, desired: 5}, {name: "v2", exists: true, current: 1, desired: 1}}, 7)); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, true, ReasonScalingComplete, "every version has its desired replicas"),
+		scaledCondition([]versionResult{{name: "v1", exists: true, current: 3, desired: 3}, {name: "new"}}, 7)); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestProgressingCondition(t *testing.T) {
+	cases := []struct {
+		name string
+		vs   []versionResult
+		want metav1.Condition
+	}{
+		{"rolling out", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2", sizing: 10}},
+			cond(mlv1.ModelDeploymentProgressing, true, ReasonRolloutInProgress, "rolling out: v2")},
+		{"weight-0 version does not hold the rollout", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2"}},
+			cond(mlv1.ModelDeploymentProgressing, false, ReasonRolloutComplete, "every version is rolled out")},
+		{"draining", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v0", draining: true}},
+			cond(mlv1.ModelDeploymentProgressing, true, ReasonDraining, "draining removed versions: v0")},
+		{"failing without a rollback", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{Failure: ReasonProgressDeadlineExceeded, Message: "late"}}},
+			cond(mlv1.ModelDeploymentProgressing, false, ReasonProgressDeadlineExceeded, "version v1: late")},
+		{"rolled back", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2", failed: true}},
+			cond(mlv1.ModelDeploymentProgressing, false, ReasonRolloutFailed, "rolled back: v2; a spec change retries")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, progressingCondition(tc.vs, 7)); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
+func TestRolledBackCondition(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentRolledBack, false, ReasonNoRollback, "no version is rolled back"),
+		rolledBackCondition(nil, "", 7)); diff != "" {
+		t.Error(diff)
+	}
+	got := rolledBackCondition([]mlv1.FailedVersion{{Name: "v2", Generation: 7, Reason: ReasonErrorRate, Message: "error rate 0.3", Time: at}}, "v1", 7)
+	want := cond(mlv1.ModelDeploymentRolledBack, true, ReasonErrorRate,
+		"version v2 rolled back at 2026-11-22T03:00:00Z (ErrorRate): error rate 0.3; its traffic goes to v1")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestPhase(t *testing.T) {
+	ready := cond(mlv1.ModelDeploymentReady, true, ReasonServing, "")
+	notReady := cond(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "")
+	healthy := cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "")
+	unhealthy := cond(mlv1.ModelDeploymentHealthy, false, ReasonDegraded, "")
+	cases := []struct {
+		name           string
+		vs             []versionResult
+		ready, healthy metav1.Condition
+		want           mlv1.ModelDeploymentPhase
+	}{
+		{"starting", []versionResult{{name: "v1"}}, notReady, healthy, mlv1.PhasePending},
+		{"nothing ready and the rollout failed", []versionResult{{name: "v1", verdict: healthVerdict{Failure: ReasonProgressDeadlineExceeded}}}, notReady, healthy, mlv1.PhaseFailed},
+		{"serving", []versionResult{{name: "v1"}}, ready, healthy, mlv1.PhaseRunning},
+		{"serving but degraded", []versionResult{{name: "v1"}}, ready, unhealthy, mlv1.PhaseDegraded},
+	}
+	for _, tc := range cases {
+		if got := phase(tc.vs, tc.ready, tc.healthy); got != tc.want {
+			t.Errorf("%s: phase = %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -802,7 +802,7 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	setCondition(&job.Status, progressCondition(job, err, url), metav1.NewTime(p.now))
 	if err == nil {
-		applyProgress(job, progress, p.now)
+		ApplyProgress(job, progress, p.now)
 	}
 }
 

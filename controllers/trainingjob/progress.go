@@ -125,10 +125,10 @@ func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
 	return &v
 }
 
-// applyProgress writes what rank 0 reported into the status. It reports
+// ApplyProgress writes what rank 0 reported into the job status. It reports
 // whether anything the user can see changed. The scrape time moves only with
 // the values, so an idle trainer causes no status writes.
-func applyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
+func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
 	st := &job.Status
 	before := st.DeepCopy()
 	if p.Epoch != nil {

@@ -81,7 +81,7 @@ func TestApplyProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := t0.Add(40 * time.Minute)
-	if !applyProgress(job, p, now) {
+	if !ApplyProgress(job, p, now) {
 		t.Fatal("first scrape changed nothing")
 	}
 	st := job.Status
@@ -99,7 +99,7 @@ func TestApplyProgress(t *testing.T) {
 	if st.EstimatedCompletionTime == nil || !st.EstimatedCompletionTime.Time.Equal(t0.Add(100*time.Minute)) {
 		t.Errorf("estimatedCompletionTime %v", st.EstimatedCompletionTime)
 	}
-	if applyProgress(job, p, now.Add(15*time.Second)) {
+	if ApplyProgress(job, p, now.Add(15*time.Second)) {
 		t.Errorf("the same values must not count as a change (no status write)")
 	}
 	if !job.Status.Metrics.LastScrapeTime.Time.Equal(now) {
@@ -111,7 +111,7 @@ func TestApplyProgressUsesReportedTotalWithoutEpochsHyperparameter(t *testing.T)
 	job := testJob(mlv1.FrameworkPyTorch)
 	delete(job.Spec.Hyperparameters, "epochs")
 	p, _ := parseProgress(strings.NewReader("training_epoch 1\ntraining_total_epochs 4\n"))
-	applyProgress(job, p, t0)
+	ApplyProgress(job, p, t0)
 	if job.Status.TotalEpochs != 4 || job.Status.Progress != "25%" {
 		t.Errorf("total %d progress %q", job.Status.TotalEpochs, job.Status.Progress)
 	}

@@ -4,16 +4,25 @@
 package testutil
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"time"
 
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/webhooks"
 )
 
 // RepoRoot returns the repository root (the directory holding go.mod).
@@ -29,6 +38,9 @@ type Env struct {
 	// Client talks to the API server directly (no cache), so assertions see
 	// what the server has.
 	Client client.Client
+
+	// stopWebhooks ends the webhook server started for EnvOptions.Webhooks.
+	stopWebhooks context.CancelFunc
 }
 
 // EnvOptions tune StartEnv.
@@ -37,8 +49,12 @@ type EnvOptions struct {
 	// as the Gateway API or Istio CRDs).
 	ExtraCRDDirs []string
 	// Webhooks installs the project's webhook configurations from config/webhook
-	// and serves them from the test process.
+	// and the TrainingJob CRD's conversion webhook, and serves them (with the
+	// operator's default framework images) from the test process.
 	Webhooks bool
+	// DefaultImages replaces the webhooks' per-framework default images
+	// (manager.DefaultFrameworkImages() when nil).
+	DefaultImages map[string]string
 }
 
 // StartEnv starts kube-apiserver and etcd from bin/ (or KUBEBUILDER_ASSETS)
@@ -61,6 +77,9 @@ func StartEnv(o EnvOptions) (*Env, error) {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		}
+		// With our scheme, envtest points the CRD conversion of every type
+		// with a hub and spokes (TrainingJob) at the local webhook server.
+		env.Scheme = manager.NewScheme()
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -71,8 +90,62 @@ func StartEnv(o EnvOptions) (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	return &Env{Env: env, Config: cfg, Client: c}, nil
+	e := &Env{Env: env, Config: cfg, Client: c}
+	if o.Webhooks {
+		images := o.DefaultImages
+		if images == nil {
+			images = manager.DefaultFrameworkImages()
+		}
+		if e.stopWebhooks, err = serveWebhooks(cfg, &env.WebhookInstallOptions, images); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
-// Stop stops the control plane.
-func (e *Env) Stop() error { return e.Env.Stop() }
+// serveWebhooks runs the project's webhooks where envtest told the API server
+// to find them, and returns once they answer TLS connections.
+func serveWebhooks(cfg *rest.Config, wo *envtest.WebhookInstallOptions, images map[string]string) (context.CancelFunc, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 manager.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    wo.LocalServingHost,
+			Port:    wo.LocalServingPort,
+			CertDir: wo.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the webhook manager: %w", err)
+	}
+	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultImages: images}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = mgr.Start(ctx) }()
+
+	addr := net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
+	deadline := time.Now().Add(Timeout)
+	for {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only checks the server is up
+		if err == nil {
+			_ = conn.Close()
+			return cancel, nil
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			return nil, fmt.Errorf("webhook server at %s did not come up: %w", addr, err)
+		}
+		time.Sleep(Interval)
+	}
+}
+
+// Stop stops the webhook server, if any, and the control plane.
+func (e *Env) Stop() error {
+	if e.stopWebhooks != nil {
+		e.stopWebhooks()
+	}
+	return e.Env.Stop()
+}

@@ -1,0 +1,240 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// +kubebuilder:webhook:path=/mutate-ml-example-com-v1-modeldeployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=modeldeployments,verbs=create;update,versions=v1,name=mmodeldeployment.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-ml-example-com-v1-modeldeployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=modeldeployments,verbs=create;update,versions=v1,name=vmodeldeployment.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
+
+// ModelDeploymentWebhook defaults and validates ModelDeployments. Like
+// TrainingJobWebhook, its defaulting webhook already refuses invalid objects,
+// so users see these messages rather than the CRD schema's.
+type ModelDeploymentWebhook struct{}
+
+var (
+	_ admission.Defaulter[*mlv1.ModelDeployment] = &ModelDeploymentWebhook{}
+	_ admission.Validator[*mlv1.ModelDeployment] = &ModelDeploymentWebhook{}
+)
+
+var modelDeploymentKind = mlv1.GroupVersion.WithKind("ModelDeployment").GroupKind()
+
+// Default fills every unset field with the value the controller would use,
+// then refuses the object if it is invalid.
+func (w *ModelDeploymentWebhook) Default(ctx context.Context, md *mlv1.ModelDeployment) error {
+	old, err := oldObject[mlv1.ModelDeployment](ctx)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	DefaultModelDeployment(md, old)
+	return admitModelDeployment(old, md)
+}
+
+// ValidateCreate refuses an invalid new ModelDeployment.
+func (w *ModelDeploymentWebhook) ValidateCreate(_ context.Context, md *mlv1.ModelDeployment) (admission.Warnings, error) {
+	return nil, admitModelDeployment(nil, md)
+}
+
+// ValidateUpdate refuses an invalid ModelDeployment and changes to immutable fields.
+func (w *ModelDeploymentWebhook) ValidateUpdate(_ context.Context, old, md *mlv1.ModelDeployment) (admission.Warnings, error) {
+	return nil, admitModelDeployment(old, md)
+}
+
+// ValidateDelete allows every delete.
+func (w *ModelDeploymentWebhook) ValidateDelete(context.Context, *mlv1.ModelDeployment) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func admitModelDeployment(old, md *mlv1.ModelDeployment) error {
+	if errs := validateModelDeployment(old, md); len(errs) > 0 {
+		return apierrors.NewInvalid(modelDeploymentKind, md.Name, errs)
+	}
+	return nil
+}
+
+// Defaults of a ModelDeployment that have no helper in api/v1.
+const (
+	DefaultHealthEndpoint       = "/health"
+	DefaultHealthTimeoutSeconds = 5
+	DefaultTargetCPU            = 80
+	DefaultModelCacheSize       = "10Gi"
+)
+
+// DefaultModelDeployment fills the unset fields of md with the values the
+// controller uses for them (the api/v1 helpers). old is the stored object on
+// update and nil on create. It is idempotent.
+//
+// healthCheck.port (from spec.port) and scaling.maxReplicas (from
+// minReplicas) follow their source on update while they still hold the value
+// they were defaulted to.
+func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
+	s := &md.Spec
+	if old != nil {
+		o := &old.Spec
+		bare := o.DeepCopy()
+		bare.HealthCheck.Port = nil
+		bare.Scaling.MaxReplicas = nil
+		if o.HealthCheck.Port != nil && ptr.Equal(o.HealthCheck.Port, s.HealthCheck.Port) &&
+			*o.HealthCheck.Port == bare.EffectiveHealthPort() {
+			s.HealthCheck.Port = nil
+		}
+		if o.Scaling.MaxReplicas != nil && ptr.Equal(o.Scaling.MaxReplicas, s.Scaling.MaxReplicas) &&
+			*o.Scaling.MaxReplicas == bare.EffectiveMaxReplicas() {
+			s.Scaling.MaxReplicas = nil
+		}
+	}
+
+	s.Port = s.EffectivePort()
+	if len(s.Versions) == 1 && s.Versions[0].Weight == nil {
+		s.Versions[0].Weight = ptr.To(s.RequestedWeights()[s.Versions[0].Name])
+	}
+
+	if s.Scaling.MinReplicas == 0 {
+		s.Scaling.MinReplicas = 1
+	}
+	s.Scaling.MaxReplicas = ptr.To(s.EffectiveMaxReplicas())
+	if s.Scaling.TargetCPUUtilization == 0 {
+		s.Scaling.TargetCPUUtilization = DefaultTargetCPU
+	}
+
+	hc := &s.HealthCheck
+	if hc.Endpoint == "" {
+		hc.Endpoint = DefaultHealthEndpoint
+	}
+	hc.Port = ptr.To(s.EffectiveHealthPort())
+	hc.IntervalSeconds = s.EffectiveIntervalSeconds()
+	if hc.TimeoutSeconds == 0 {
+		hc.TimeoutSeconds = DefaultHealthTimeoutSeconds
+	}
+	hc.FailureThreshold = s.EffectiveFailureThreshold()
+
+	if s.Traffic.Router == "" {
+		s.Traffic.Router = mlv1.RouterAuto
+	}
+	s.Rollout.AutoRollback = ptr.To(s.AutoRollback())
+	s.Rollout.MaxErrorRate = ptr.To(s.EffectiveMaxErrorRate())
+	s.Rollout.ProgressDeadlineSeconds = s.EffectiveProgressDeadlineSeconds()
+
+	if st := s.Storage; st != nil {
+		if st.Size == nil {
+			st.Size = ptr.To(resource.MustParse(DefaultModelCacheSize))
+		}
+		st.RetainOnDelete = ptr.To(s.RetainStorage())
+	}
+}
+
+// Bounds checked here; the CRD schema repeats them for clusters without the webhooks.
+const (
+	MaxVersions = 10
+	MaxWeight   = 100
+)
+
+// ModelPathSchemes are the sources a version's modelPath may name.
+var ModelPathSchemes = []string{"s3://", "gs://", "pvc://", "http://", "https://", "hf://"}
+
+// validateModelDeployment returns everything wrong with md; old is the stored
+// object on update and nil on create.
+func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
+	spec := field.NewPath("spec")
+	s := &md.Spec
+	var errs field.ErrorList
+	if old == nil {
+		for _, msg := range validation.IsDNS1035Label(md.Name) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), md.Name,
+				msg+" (it names the ModelDeployment's Service)"))
+		}
+	}
+	errs = append(errs, validateVersions(md.Name, s, spec.Child("versions"))...)
+
+	sc := spec.Child("scaling")
+	if s.Scaling.MinReplicas < 1 {
+		errs = append(errs, field.Invalid(sc.Child("minReplicas"), s.Scaling.MinReplicas, "must be at least 1"))
+	}
+	if maxR := s.EffectiveMaxReplicas(); s.Scaling.MinReplicas > maxR {
+		errs = append(errs, field.Invalid(sc.Child("minReplicas"), s.Scaling.MinReplicas, fmt.Sprintf(
+			"must be less than or equal to spec.scaling.maxReplicas (%d)", maxR)))
+	}
+	if t := s.Scaling.TargetCPUUtilization; t != 0 && (t < 1 || t > 100) {
+		errs = append(errs, field.Invalid(sc.Child("targetCPUUtilization"), t, "must be between 1 and 100"))
+	}
+
+	hc := &s.HealthCheck
+	timeout := hc.TimeoutSeconds
+	if timeout == 0 {
+		timeout = DefaultHealthTimeoutSeconds
+	}
+	if interval := s.EffectiveIntervalSeconds(); timeout >= interval {
+		errs = append(errs, field.Invalid(spec.Child("healthCheck", "timeoutSeconds"), timeout, fmt.Sprintf(
+			"must be less than spec.healthCheck.intervalSeconds (%d)", interval)))
+	}
+
+	if old != nil {
+		if s.ModelName != old.Spec.ModelName {
+			errs = append(errs, field.Invalid(spec.Child("modelName"), s.ModelName, "field is immutable"))
+		}
+		if s.Framework != old.Spec.Framework {
+			errs = append(errs, field.Invalid(spec.Child("framework"), string(s.Framework), "field is immutable"))
+		}
+	}
+	return errs
+}
+
+func validateVersions(name string, s *mlv1.ModelDeploymentSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch n := len(s.Versions); {
+	case n == 0:
+		return field.ErrorList{field.Required(p, fmt.Sprintf("between 1 and %d versions are required", MaxVersions))}
+	case n > MaxVersions:
+		errs = append(errs, field.TooMany(p, n, MaxVersions))
+	}
+	seen := map[string]bool{}
+	for i, v := range s.Versions {
+		vp := p.Index(i)
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
+		}
+		if seen[v.Name] {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		}
+		seen[v.Name] = true
+		if child := mlv1.VersionResourceName(name, v.Name); len(child) > validation.DNS1035LabelMaxLength {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, fmt.Sprintf(
+				"makes the child name %q longer than %d characters", child, validation.DNS1035LabelMaxLength)))
+		}
+		if v.Weight != nil && (*v.Weight < 0 || *v.Weight > MaxWeight) {
+			errs = append(errs, field.Invalid(vp.Child("weight"), *v.Weight, fmt.Sprintf("must be between 0 and %d", MaxWeight)))
+		}
+		if v.ModelPath != "" && !hasModelPathScheme(v.ModelPath) {
+			errs = append(errs, field.Invalid(vp.Child("modelPath"), v.ModelPath, fmt.Sprintf(
+				"must start with one of %s and name a location", strings.Join(ModelPathSchemes, ", "))))
+		}
+	}
+	var sum int32
+	for _, w := range s.RequestedWeights() {
+		sum += w
+	}
+	if sum != 100 && len(seen) == len(s.Versions) {
+		errs = append(errs, field.Invalid(p, sum, fmt.Sprintf("version weights must sum to 100, got %d", sum)))
+	}
+	return errs
+}
+
+func hasModelPathScheme(path string) bool {
+	for _, scheme := range ModelPathSchemes {
+		if strings.HasPrefix(path, scheme) && len(path) > len(scheme) {
+			return true
+		}
+	}
+	return false
+}

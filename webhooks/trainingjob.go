@@ -1,0 +1,408 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// +kubebuilder:webhook:path=/mutate-ml-example-com-v1-trainingjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=trainingjobs,verbs=create;update,versions=v1,name=mtrainingjob.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
+// +kubebuilder:webhook:path=/validate-ml-example-com-v1-trainingjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=trainingjobs,verbs=create;update,versions=v1,name=vtrainingjob.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
+
+// TrainingJobWebhook defaults and validates TrainingJobs.
+//
+// The defaulting webhook also refuses invalid objects: mutating webhooks run
+// before the API server checks the CRD schema, so refusing there gives users
+// this webhook's precise messages rather than the schema's generic ones. The
+// validating webhook runs the same rules again as the final word, after every
+// mutating webhook in the cluster has had its turn.
+type TrainingJobWebhook struct {
+	// DefaultImages maps a framework to the image used when spec.image is empty.
+	DefaultImages map[string]string
+}
+
+var (
+	_ admission.Defaulter[*mlv1.TrainingJob] = &TrainingJobWebhook{}
+	_ admission.Validator[*mlv1.TrainingJob] = &TrainingJobWebhook{}
+)
+
+var trainingJobKind = mlv1.GroupVersion.WithKind("TrainingJob").GroupKind()
+
+// Default fills every unset field with the value the controller would use,
+// then refuses the object if it is invalid.
+func (w *TrainingJobWebhook) Default(ctx context.Context, job *mlv1.TrainingJob) error {
+	old, err := oldObject[mlv1.TrainingJob](ctx)
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	DefaultTrainingJob(job, old, w.DefaultImages)
+	return w.admit(old, job)
+}
+
+// ValidateCreate refuses an invalid new TrainingJob.
+func (w *TrainingJobWebhook) ValidateCreate(_ context.Context, job *mlv1.TrainingJob) (admission.Warnings, error) {
+	return nil, w.admit(nil, job)
+}
+
+// ValidateUpdate refuses an invalid TrainingJob and changes API.md's
+// immutability table forbids.
+func (w *TrainingJobWebhook) ValidateUpdate(_ context.Context, old, job *mlv1.TrainingJob) (admission.Warnings, error) {
+	return nil, w.admit(old, job)
+}
+
+// ValidateDelete allows every delete.
+func (w *TrainingJobWebhook) ValidateDelete(context.Context, *mlv1.TrainingJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// admit validates job against the stored object old (nil on create). old is
+// compared after defaulting, so that a default filled in now, for an object
+// stored while the webhook was away, never counts as a change.
+func (w *TrainingJobWebhook) admit(old, job *mlv1.TrainingJob) error {
+	var prev *mlv1.TrainingJob
+	if old != nil {
+		prev = old.DeepCopy()
+		DefaultTrainingJob(prev, old, w.DefaultImages)
+	}
+	if errs := validateTrainingJob(prev, job); len(errs) > 0 {
+		return apierrors.NewInvalid(trainingJobKind, job.Name, errs)
+	}
+	return nil
+}
+
+// DefaultTrainingJob fills the unset fields of job with the values the
+// controller uses for them (the api/v1 Effective* helpers). old is the stored
+// object on update and nil on create. It is idempotent.
+//
+// Defaults that depend on other fields (nprocPerNode and networking.backend
+// on gpusPerWorker) follow those fields on update while they still hold the
+// value they were defaulted to. checkpoint.storage is immutable, so its
+// defaults are written on create only; an update that leaves them (or the
+// image) out keeps the stored values, so `kubectl replace` and server-side
+// apply of the original manifest are not mistaken for changes.
+func DefaultTrainingJob(job, old *mlv1.TrainingJob, images map[string]string) {
+	s := &job.Spec
+	if old != nil {
+		followDependentDefaults(&old.Spec, s)
+		keepStoredValues(&old.Spec, s)
+	}
+
+	s.Framework = s.EffectiveFramework()
+	s.Image = s.EffectiveImage(images)
+	s.NumWorkers = s.EffectiveNumWorkers()
+	s.GPUsPerWorker = ptr.To(s.EffectiveGPUs())
+	s.GPUResourceName = string(s.EffectiveGPUResourceName())
+	s.NProcPerNode = ptr.To(s.EffectiveNProcPerNode())
+
+	cp := &s.Checkpoint
+	cp.Enabled = ptr.To(s.CheckpointEnabled())
+	cp.Frequency = s.EffectiveCheckpointFrequency()
+	cp.Path = s.EffectiveCheckpointPath()
+	cp.RetainOnDelete = ptr.To(s.RetainCheckpoints())
+	cp.KeepLast = s.EffectiveCheckpointKeepLast()
+	if old == nil {
+		cp.Storage.Type = s.EffectiveCheckpointStorageType()
+		if cp.Storage.Type == mlv1.StorageTypePVC && cp.Storage.ExistingClaim == "" {
+			if cp.Storage.Size == nil {
+				cp.Storage.Size = ptr.To(resource.MustParse(DefaultCheckpointSize))
+			}
+			cp.Storage.AccessModes = slices.Clone(s.EffectiveCheckpointAccessModes())
+		}
+	}
+	if s.DataVolume != nil {
+		s.DataVolume.MountPath = s.DataVolume.EffectiveDataMountPath()
+	}
+
+	s.BackoffLimit = ptr.To(s.EffectiveBackoffLimit())
+	s.RestartPolicy = s.EffectiveRestartPolicy()
+	s.Suspend = ptr.To(s.IsSuspended())
+	s.Networking.MasterPort = s.EffectiveMasterPort()
+	s.Networking.Backend = s.EffectiveBackend()
+	s.RunPolicy.CleanPodPolicy = s.EffectiveCleanPodPolicy()
+	s.Metrics.Port = s.EffectiveMetricsPort()
+	s.Metrics.Path = s.EffectiveMetricsPath()
+}
+
+// DefaultCheckpointSize is the size of a checkpoint PVC when none is given.
+const DefaultCheckpointSize = "10Gi"
+
+// followDependentDefaults clears, for recomputation from the new spec, each
+// dependent default that still holds, unchanged by this update, the value it
+// was defaulted to from old.
+func followDependentDefaults(old, s *mlv1.TrainingJobSpec) {
+	bare := old.DeepCopy()
+	bare.NProcPerNode = nil
+	bare.Networking.Backend = ""
+	// nprocPerNode only follows on a suspended job: on a running one the
+	// gpusPerWorker change is refused anyway, and a second error about a
+	// field the user did not touch would only confuse.
+	if old.IsSuspended() && old.NProcPerNode != nil && ptr.Equal(old.NProcPerNode, s.NProcPerNode) &&
+		*old.NProcPerNode == bare.EffectiveNProcPerNode() {
+		s.NProcPerNode = nil
+	}
+	if old.Networking.Backend != "" && old.Networking.Backend == s.Networking.Backend &&
+		old.Networking.Backend == bare.EffectiveBackend() {
+		s.Networking.Backend = ""
+	}
+}
+
+// keepStoredValues fills what an update leaves out of the image and
+// checkpoint.storage from the stored spec: both were defaulted at creation
+// from settings that may have changed since (the admin's default images,
+// numWorkers).
+func keepStoredValues(old, s *mlv1.TrainingJobSpec) {
+	if s.Image == "" {
+		s.Image = old.Image
+	}
+	st, ost := &s.Checkpoint.Storage, &old.Checkpoint.Storage
+	if st.Size == nil && ost.Size != nil {
+		st.Size = ptr.To(ost.Size.DeepCopy())
+	}
+	if len(st.AccessModes) == 0 {
+		st.AccessModes = slices.Clone(ost.AccessModes)
+	}
+}
+
+// ReservedEnvNames are the environment variables the operator sets in every
+// worker (see API.md); a TrainingJob may not set them in spec.env.
+var ReservedEnvNames = []string{
+	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
+	"NUM_WORKERS", "GPUS_PER_WORKER", "MODEL", "DATASET", "RESUME_FROM_CHECKPOINT",
+	"POD_NAME", "POD_IP", "PYTHONUNBUFFERED", "TF_CONFIG",
+	"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+}
+
+// ReservedEnvPrefixes are the prefixes of the variable families the operator
+// sets: torchrun's PET_*, hyperparameters, checkpoint settings, xgboost's
+// DMLC_*, JAX_* and MLFLOW_*.
+var ReservedEnvPrefixes = []string{"PET_", "HYPERPARAM_", "CHECKPOINT_", "DMLC_", "JAX_", "MLFLOW_"}
+
+// IsReservedEnvName reports whether the operator sets the variable name.
+func IsReservedEnvName(name string) bool {
+	if slices.Contains(ReservedEnvNames, name) {
+		return true
+	}
+	return slices.ContainsFunc(ReservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
+
+// HyperparameterEnvName is the variable a hyperparameter is exported as.
+func HyperparameterEnvName(key string) string { return "HYPERPARAM_" + strings.ToUpper(key) }
+
+var hyperparameterKey = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+// Bounds checked here; the CRD schema repeats them for clusters without the webhooks.
+const (
+	MaxGPUsPerWorker = 8
+	MaxNumWorkers    = 100
+)
+
+// validateTrainingJob returns everything wrong with job; old is the stored
+// object (already defaulted) on update and nil on create.
+func validateTrainingJob(old, job *mlv1.TrainingJob) field.ErrorList {
+	spec := field.NewPath("spec")
+	if old != nil && old.Status.State.IsFinished() && !equality.Semantic.DeepEqual(old.Spec, job.Spec) {
+		return field.ErrorList{field.Forbidden(spec, fmt.Sprintf(
+			"the job has finished (%s) and accepts no spec change", old.Status.State))}
+	}
+
+	var errs field.ErrorList
+	if old == nil {
+		errs = append(errs, validateTrainingJobName(job.Name)...)
+	}
+	errs = append(errs, validateTrainingJobSpec(&job.Spec, spec)...)
+	if old != nil {
+		errs = append(errs, validateTrainingJobUpdate(&old.Spec, &job.Spec, spec)...)
+	}
+	return errs
+}
+
+func validateTrainingJobName(name string) field.ErrorList {
+	p := field.NewPath("metadata", "name")
+	if len(name) > mlv1.MaxNameLength {
+		return field.ErrorList{field.Invalid(p, name, fmt.Sprintf(
+			"must be at most %d characters, so that every child name (%s, %s, ...) is a valid DNS label",
+			mlv1.MaxNameLength, mlv1.WorkerPodName("<name>", 99), mlv1.WorkersServiceName("<name>")))}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1035Label(name) {
+		errs = append(errs, field.Invalid(p, name, msg+" (it names the job's Service "+mlv1.WorkersServiceName(name)+")"))
+	}
+	return errs
+}
+
+func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Image == "" {
+		errs = append(errs, field.Required(p.Child("image"), fmt.Sprintf(
+			"no image is given and no default image is configured for framework %q", s.EffectiveFramework())))
+	}
+	if n := s.NumWorkers; n < 1 || n > MaxNumWorkers {
+		errs = append(errs, field.Invalid(p.Child("numWorkers"), n, fmt.Sprintf("must be between 1 and %d", MaxNumWorkers)))
+	}
+	gpus := s.EffectiveGPUs()
+	if gpus < 0 || gpus > MaxGPUsPerWorker {
+		errs = append(errs, field.Invalid(p.Child("gpusPerWorker"), gpus, fmt.Sprintf("must be between 0 and %d", MaxGPUsPerWorker)))
+	}
+	errs = append(errs, validateGPUResources(s, p.Child("resources"))...)
+	for i, e := range s.Env {
+		if IsReservedEnvName(e.Name) {
+			errs = append(errs, field.Invalid(p.Child("env").Index(i).Child("name"), e.Name,
+				"is set by the operator and cannot be overridden"))
+		}
+	}
+	errs = append(errs, validateHyperparameters(s.Hyperparameters, p.Child("hyperparameters"))...)
+	errs = append(errs, validateCheckpointStorage(&s.Checkpoint.Storage, p.Child("checkpoint", "storage"))...)
+	if s.ParameterServers > 0 && s.EffectiveFramework() != mlv1.FrameworkTensorFlow {
+		errs = append(errs, field.Invalid(p.Child("parameterServers"), s.ParameterServers,
+			"only supported with framework tensorflow"))
+	}
+	return errs
+}
+
+// validateGPUResources refuses GPU entries in resources that disagree with
+// gpusPerWorker: the operator sets requests = limits = gpusPerWorker of
+// gpuResourceName itself.
+func validateGPUResources(s *mlv1.TrainingJobSpec, p *field.Path) field.ErrorList {
+	gpuName := s.EffectiveGPUResourceName()
+	gpus := s.EffectiveGPUs()
+	var errs field.ErrorList
+	for _, list := range []struct {
+		name string
+		rl   corev1.ResourceList
+	}{{"limits", s.Resources.Limits}, {"requests", s.Resources.Requests}} {
+		for _, name := range sortedResourceNames(list.rl) {
+			q := list.rl[name]
+			fp := p.Child(list.name).Key(string(name))
+			switch {
+			case name == gpuName && q.Cmp(*resource.NewQuantity(int64(gpus), resource.DecimalSI)) != 0:
+				errs = append(errs, field.Invalid(fp, q.String(), fmt.Sprintf(
+					"must equal spec.gpusPerWorker (%d), or be left out: the operator sets it", gpus)))
+			case name != gpuName && strings.HasSuffix(string(name), "/gpu"):
+				errs = append(errs, field.Invalid(fp, q.String(), fmt.Sprintf(
+					"GPUs are requested with spec.gpusPerWorker of spec.gpuResourceName (%s)", gpuName)))
+			}
+		}
+	}
+	return errs
+}
+
+func sortedResourceNames(rl corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(rl))
+	for n := range rl {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// validateHyperparameters refuses values that are not scalars (the CRD cannot
+// check this) and keys that do not form an environment variable name, or form
+// the same one as another key.
+func validateHyperparameters(hp map[string]mlv1.HyperparameterValue, p *field.Path) field.ErrorList {
+	keys := make([]string, 0, len(hp))
+	for k := range hp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs field.ErrorList
+	seen := map[string]string{}
+	for _, k := range keys {
+		fp := p.Key(k)
+		env := HyperparameterEnvName(k)
+		switch {
+		case !hyperparameterKey.MatchString(k):
+			errs = append(errs, field.Invalid(fp, k, fmt.Sprintf(
+				"must consist of letters, digits and '_', so that %s is a valid environment variable name", env)))
+		case seen[env] != "":
+			errs = append(errs, field.Invalid(fp, k, fmt.Sprintf(
+				"exports the same variable, %s, as key %q", env, seen[env])))
+		default:
+			seen[env] = k
+		}
+		if v := hp[k]; !v.IsScalar() {
+			errs = append(errs, field.Invalid(fp, rawValue(v.Raw), "must be a string, number or boolean"))
+		}
+	}
+	return errs
+}
+
+// rawValue prints as the JSON it holds in an error message.
+func rawValue(raw []byte) any {
+	if !json.Valid(raw) {
+		return string(raw)
+	}
+	return json.RawMessage(raw)
+}
+
+var storageURIScheme = map[mlv1.StorageType]string{mlv1.StorageTypeS3: "s3://", mlv1.StorageTypeGCS: "gs://"}
+
+func validateCheckpointStorage(st *mlv1.CheckpointStorage, p *field.Path) field.ErrorList {
+	scheme, ok := storageURIScheme[st.Type]
+	switch {
+	case !ok:
+		return nil
+	case st.URI == "":
+		return field.ErrorList{field.Required(p.Child("uri"), fmt.Sprintf("required when spec.checkpoint.storage.type is %s", st.Type))}
+	case !strings.HasPrefix(st.URI, scheme) || len(st.URI) == len(scheme):
+		return field.ErrorList{field.Invalid(p.Child("uri"), st.URI, fmt.Sprintf(
+			"must be %s<bucket>[/<prefix>] when spec.checkpoint.storage.type is %s", scheme, st.Type))}
+	}
+	return nil
+}
+
+// validateTrainingJobUpdate applies API.md's immutability table; old is defaulted.
+func validateTrainingJobUpdate(old, s *mlv1.TrainingJobSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	immutable := func(name string, o, n any) {
+		if !equality.Semantic.DeepEqual(o, n) {
+			errs = append(errs, field.Invalid(p.Child(name), n, "field is immutable"))
+		}
+	}
+	immutable("framework", old.Framework, s.Framework)
+	immutable("model", old.Model, s.Model)
+	immutable("dataset", old.Dataset, s.Dataset)
+	immutable("gpuResourceName", old.GPUResourceName, s.GPUResourceName)
+	if !equality.Semantic.DeepEqual(old.Checkpoint.Storage, s.Checkpoint.Storage) {
+		errs = append(errs, field.Forbidden(p.Child("checkpoint", "storage"), "field is immutable"))
+	}
+
+	if old.IsSuspended() {
+		return errs
+	}
+	// Suspended jobs may be tuned (by Kueue or an admin) and resumed in the
+	// same update, so it is the stored object's suspend that counts.
+	for _, f := range []struct {
+		name     string
+		old, new any
+	}{
+		{"image", old.Image, s.Image},
+		{"command", old.Command, s.Command},
+		{"args", old.Args, s.Args},
+		{"env", old.Env, s.Env},
+		{"gpusPerWorker", old.GPUsPerWorker, s.GPUsPerWorker},
+		{"nprocPerNode", old.NProcPerNode, s.NProcPerNode},
+		{"resources", old.Resources, s.Resources},
+		{"scheduling", old.Scheduling, s.Scheduling},
+		{"template", old.Template, s.Template},
+	} {
+		if !equality.Semantic.DeepEqual(f.old, f.new) {
+			errs = append(errs, field.Forbidden(p.Child(f.name), "may only change while the job is suspended (spec.suspend: true)"))
+		}
+	}
+	return errs
+}

@@ -263,6 +263,11 @@ func TestVersionRemovalDrainsThenDeletes(t *testing.T) {
 			md = h.md("rm")
 			require.Len(t, md.Status.ActiveVersions, 1)
 			assert.True(t, hasEvent(h.events(), "Normal VersionRemoved", "v2"))
+			_, ok := metricValue(t, "modeldeployment_traffic_weight", map[string]string{"namespace": h.ns, "name": "rm", "version": "v2"})
+			assert.False(t, ok, "the removed version's series is deleted")
+			w, ok := metricValue(t, "modeldeployment_traffic_weight", map[string]string{"namespace": h.ns, "name": "rm", "version": "v1"})
+			assert.True(t, ok)
+			assert.Equal(t, 100.0, w)
 		})
 	}
 }

@@ -1,7 +1,10 @@
 package modeldeployment
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -32,6 +35,12 @@ func init() {
 	metrics.Registry.MustRegister(phaseGauge, readyReplicasGauge, trafficWeightGauge, rollbacksCounter)
 }
 
+// seriesVersions remembers which versions have series, per ModelDeployment.
+var (
+	seriesMu       sync.Mutex
+	seriesVersions = map[types.NamespacedName]map[string]bool{}
+)
+
 var allPhases = []mlv1.ModelDeploymentPhase{mlv1.PhasePending, mlv1.PhaseRunning, mlv1.PhaseDegraded, mlv1.PhaseFailed}
 
 // recordMetrics publishes md's phase and per-version series; series of
@@ -45,8 +54,23 @@ func recordMetrics(md *mlv1.ModelDeployment) {
 		}
 		phaseGauge.WithLabelValues(ns, name, string(p)).Set(v)
 	}
-	readyReplicasGauge.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
-	trafficWeightGauge.DeletePartialMatch(prometheus.Labels{"namespace": ns, "name": name})
+	current := map[string]bool{}
+	for _, v := range md.Status.ActiveVersions {
+		current[v.Name] = true
+	}
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	seriesMu.Lock()
+	previous := seriesVersions[key]
+	seriesVersions[key] = current
+	seriesMu.Unlock()
+	// Only the series of versions that are gone are deleted, so a scrape
+	// never sees a live version's series missing.
+	for v := range previous {
+		if !current[v] {
+			readyReplicasGauge.DeleteLabelValues(ns, name, v)
+			trafficWeightGauge.DeleteLabelValues(ns, name, v)
+		}
+	}
 	for _, v := range md.Status.ActiveVersions {
 		readyReplicasGauge.WithLabelValues(ns, name, v.Name).Set(float64(v.HealthyReplicas))
 		trafficWeightGauge.WithLabelValues(ns, name, v.Name).Set(float64(v.Weight))
@@ -55,6 +79,9 @@ func recordMetrics(md *mlv1.ModelDeployment) {
 
 // forgetMetrics removes every series of a deleted ModelDeployment.
 func forgetMetrics(namespace, name string) {
+	seriesMu.Lock()
+	delete(seriesVersions, types.NamespacedName{Namespace: namespace, Name: name})
+	seriesMu.Unlock()
 	l := prometheus.Labels{"namespace": namespace, "name": name}
 	phaseGauge.DeletePartialMatch(l)
 	readyReplicasGauge.DeletePartialMatch(l)

@@ -395,7 +395,11 @@ func (r *Reconciler) updateActiveState(p *pass) {
 	prev := st.State
 	st.State = activeState(st.Workers, job.Spec.EffectiveNumWorkers())
 	if prev == mlv1.StateRestarting {
-		setCondition(st, restartDoneCondition(job), now)
+		cause := ""
+		if c := findCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil {
+			cause = c.Reason + ": " + c.Message
+		}
+		setCondition(st, restartDoneCondition(job, cause), now)
 	}
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
 		p.event(corev1.EventTypeNormal, "Running", "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())

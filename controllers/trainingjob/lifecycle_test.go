@@ -160,10 +160,8 @@ func TestSuspendResume(t *testing.T) {
 	setAll(t, job, 2, corev1.PodRunning)
 	waitState(t, job, mlv1.StateRunning)
 
-	j := get(t, job)
-	j.Spec.Suspend = ptrTo(true)
-	require.NoError(t, env.Client.Update(ctx, j))
-	j = waitState(t, job, mlv1.StateSuspended)
+	update(t, job, func(j *mlv1.TrainingJob) { j.Spec.Suspend = ptrTo(true) })
+	j := waitState(t, job, mlv1.StateSuspended)
 	waitPods(t, job, 0, 0)
 	assert.Equal(t, "True", condition(j, "Suspended").Status)
 	assert.Equal(t, "Suspended", condition(j, "Running").Reason)
@@ -172,9 +170,7 @@ func TestSuspendResume(t *testing.T) {
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj), "%s kept while suspended", name)
 	}
 
-	j = get(t, job)
-	j.Spec.Suspend = ptrTo(false)
-	require.NoError(t, env.Client.Update(ctx, j))
+	update(t, job, func(j *mlv1.TrainingJob) { j.Spec.Suspend = ptrTo(false) })
 	waitPods(t, job, 2, 0)
 	j = waitState(t, job, mlv1.StateInitializing)
 	assert.Equal(t, "False", condition(j, "Suspended").Status)

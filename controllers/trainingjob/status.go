@@ -168,12 +168,16 @@ func restartingCondition(job *mlv1.TrainingJob, reason, message string) metav1.C
 		Reason: reason, Message: message, ObservedGeneration: job.Generation}
 }
 
-// restartDoneCondition is Restarting=False once the new gang exists.
-func restartDoneCondition(job *mlv1.TrainingJob) metav1.Condition {
+// restartDoneCondition is Restarting=False once the new gang exists; the
+// message keeps the cause of the last restart (cause is "Reason: message").
+func restartDoneCondition(job *mlv1.TrainingJob, cause string) metav1.Condition {
+	msg := fmt.Sprintf("attempt %d created after %d restarts and %d disruptions",
+		job.Status.Attempt(), job.Status.Restarts, job.Status.Disruptions)
+	if cause != "" {
+		msg += "; last restart: " + cause
+	}
 	return metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionFalse,
-		Reason: ReasonGangRecreated, ObservedGeneration: job.Generation,
-		Message: fmt.Sprintf("attempt %d created after %d restarts and %d disruptions",
-			job.Status.Attempt(), job.Status.Restarts, job.Status.Disruptions)}
+		Reason: ReasonGangRecreated, ObservedGeneration: job.Generation, Message: msg}
 }
 
 // suspendedCondition is Suspended=True while spec.suspend is true, and

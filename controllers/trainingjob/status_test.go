@@ -94,7 +94,7 @@ func TestOtherConditions(t *testing.T) {
 		{succeededCondition(job, "AllWorkersSucceeded", "done"), "Succeeded", "AllWorkersSucceeded", "done", metav1.ConditionTrue},
 		{failedCondition(job, ReasonPermanentExitCode, "rank 1"), "Failed", ReasonPermanentExitCode, "rank 1", metav1.ConditionTrue},
 		{restartingCondition(job, ReasonWorkerFailed, "rank 0 exit 1"), "Restarting", ReasonWorkerFailed, "rank 0", metav1.ConditionTrue},
-		{restartDoneCondition(job), "Restarting", ReasonGangRecreated, "attempt 3", metav1.ConditionFalse},
+		{restartDoneCondition(job, "Evicted: rank 0"), "Restarting", ReasonGangRecreated, "attempt 3 created after 1 restarts and 2 disruptions; last restart: Evicted: rank 0", metav1.ConditionFalse},
 		{suspendedCondition(job, true), "Suspended", ReasonSuspended, "suspend is true", metav1.ConditionTrue},
 		{suspendedCondition(job, false), "Suspended", ReasonResumed, "suspend is false", metav1.ConditionFalse},
 		{progressCondition(job, errors.New("refused"), "http://x/metrics"), ConditionProgressAvailable, ReasonScrapeFailed, "refused", metav1.ConditionFalse},

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -176,18 +177,30 @@ func setAll(t *testing.T, job *mlv1.TrainingJob, n int32, phase corev1.PodPhase,
 	}
 }
 
+// update changes a job's spec, retrying on conflicts with the controller's
+// status writes.
+func update(t *testing.T, job *mlv1.TrainingJob, mutate func(*mlv1.TrainingJob)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := get(t, job)
+		mutate(j)
+		return env.Client.Update(ctx, j)
+	})
+	if err != nil {
+		t.Fatalf("updating job: %v", err)
+	}
+}
+
 // poke changes an annotation so the job is reconciled now; tests call it
 // after stepping the fake clock, which the work queue's timers do not see.
 func poke(t *testing.T, job *mlv1.TrainingJob) {
 	t.Helper()
-	j := get(t, job)
-	if j.Annotations == nil {
-		j.Annotations = map[string]string{}
-	}
-	j.Annotations["test.ml.example.com/poke"] = strconv.FormatInt(time.Now().UnixNano(), 10)
-	if err := env.Client.Update(ctx, j); err != nil {
-		t.Fatalf("poking job: %v", err)
-	}
+	update(t, job, func(j *mlv1.TrainingJob) {
+		if j.Annotations == nil {
+			j.Annotations = map[string]string{}
+		}
+		j.Annotations["test.ml.example.com/poke"] = strconv.FormatInt(time.Now().UnixNano(), 10)
+	})
 }
 
 // step advances the fake clock and pokes the job.

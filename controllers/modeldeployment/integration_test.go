@@ -670,3 +670,32 @@ func TestPrometheusWithoutTrafficDoesNotRollBack(t *testing.T) {
 	assert.Empty(t, md.Status.FailedVersions)
 	assert.Equal(t, mlv1.PhaseRunning, md.Status.Phase)
 }
+
+// Renaming a version never drops traffic: the removed version keeps serving
+// until its replacement is Ready, then drains and goes.
+func TestRenamedVersionServesUntilReplacementReady(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("rn", "").Router(mlv1.RouterGatewayAPI).HealthCheck(30, 5).Version("blue", -1, "s3://m/1").Obj())
+	h.reconcile("rn")
+	h.setReady("rn-blue", 1)
+	h.reconcile("rn")
+
+	h.update("rn", func(md *mlv1.ModelDeployment) { md.Spec.Versions[0].Name = "green" })
+	h.reconcile("rn")
+	assert.Equal(t, map[string]int32{"rn-green": 0, "rn-blue": 100}, h.routeWeights("rn"), "blue serves while green starts")
+	md := h.md("rn")
+	ready, _ := condStatus(md, mlv1.ModelDeploymentReady)
+	assert.Equal(t, metav1.ConditionTrue, ready)
+	h.clock.Step(time.Hour)
+	h.reconcile("rn")
+	h.deployment("rn-blue") // not deleted while nothing else serves
+
+	h.setReady("rn-green", 1)
+	h.reconcile("rn")
+	assert.Equal(t, map[string]int32{"rn-green": 100, "rn-blue": 0}, h.routeWeights("rn"), "blue drains once green is Ready")
+	h.deployment("rn-blue")
+	h.clock.Step(30 * time.Second)
+	h.reconcile("rn")
+	assert.Equal(t, map[string]int32{"rn-green": 100}, h.routeWeights("rn"))
+	assert.True(t, gone(t, h.ns, "rn-blue", &appsv1.Deployment{}))
+}

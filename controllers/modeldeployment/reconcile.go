@@ -3,8 +3,6 @@ package modeldeployment
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -121,240 +118,6 @@ func (r *Reconciler) istioVersion() string {
 	return r.Routers.IstioVersion()
 }
 
-// reconcile is one pass: observe, evaluate health, decide rollbacks and
-// weights, apply the children, remediate, and compute the new status.
-func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*pass, error) {
-	log := ctrl.LoggerFrom(ctx)
-	now := r.Clock.Now()
-	stamp := metav1.NewTime(now.Truncate(time.Second))
-	spec := &md.Spec
-	gen := md.Generation
-	interval := time.Duration(spec.EffectiveIntervalSeconds()) * time.Second
-	deadline := time.Duration(spec.EffectiveProgressDeadlineSeconds()) * time.Second
-	router := r.resolveRouter(md)
-
-	obs, err := r.observe(ctx, md)
-	if err != nil {
-		return nil, err
-	}
-	prev := md.Status
-	p := &pass{requeueAfter: interval}
-	st := mlv1.ModelDeploymentStatus{
-		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
-		History:            recordHistory(prev.History, gen, versionRecords(md), stamp.Time),
-		Router:             router,
-		URL:                stableURL(md, router),
-		ObservedGeneration: gen,
-	}
-	prevVersions := map[string]mlv1.VersionStatus{}
-	for _, v := range prev.ActiveVersions {
-		prevVersions[v.Name] = v
-	}
-	failed := currentFailures(prev.FailedVersions, gen)
-	failedSet := map[string]bool{}
-	for _, f := range failed {
-		failedSet[f.Name] = true
-	}
-	requestedMap := spec.RequestedWeights()
-	requested := make([]versionWeight, 0, len(spec.Versions))
-	for _, v := range spec.Versions {
-		requested = append(requested, versionWeight{v.Name, requestedMap[v.Name]})
-	}
-
-	// Evaluate every version in the spec.
-	results := make([]versionResult, len(spec.Versions))
-	vstatus := make([]mlv1.VersionStatus, len(spec.Versions))
-	var served []VersionMetrics
-	for i, v := range spec.Versions {
-		d, err := desiredDeployment(md, v, nil)
-		if err != nil {
-			return nil, err
-		}
-		vs := mlv1.VersionStatus{Name: v.Name, TemplateHash: templateHash(d)}
-		if ps, ok := prevVersions[v.Name]; ok && ps.TemplateHash == vs.TemplateHash && ps.RolloutStartTime != nil &&
-			ps.DrainStartTime == nil && !retried(prev.FailedVersions, v.Name, gen) {
-			vs.RolloutStartTime, vs.RolloutComplete, vs.Remediations = ps.RolloutStartTime, ps.RolloutComplete, ps.Remediations
-		} else {
-			// A new template, a version back from draining, or a retry after a
-			// rollback: a new rollout with a fresh progress deadline.
-			vs.RolloutStartTime = stamp.DeepCopy()
-		}
-		res := versionResult{name: v.Name, requested: requestedMap[v.Name], failed: failedSet[v.Name]}
-		if dep := obs.deployments[v.Name]; dep != nil {
-			res.exists = true
-			res.desired = ptr.Deref(dep.Spec.Replicas, 1)
-			res.ready = dep.Status.ReadyReplicas
-			res.current = dep.Status.Replicas
-		}
-		res.verdict = evaluateHealth(versionState{
-			Desired: res.desired, Ready: res.ready, RolloutStart: vs.RolloutStartTime.Time,
-			RolloutComplete: vs.RolloutComplete, Remediations: vs.Remediations, Pods: obs.pods[v.Name],
-		}, now, deadline, spec.EffectiveFailureThreshold())
-		if res.failed {
-			// A rolled-back version is left alone until the spec changes.
-			res.verdict.Failure, res.verdict.Message, res.verdict.CrashLoopPods = "", "", nil
-		}
-		if r.Metrics != nil && res.verdict.Ready && !res.failed {
-			m, err := r.Metrics.VersionMetrics(ctx, md.Namespace, md.Name, v.Name)
-			if err != nil {
-				log.Error(err, "reading serving metrics", "version", v.Name)
-			} else {
-				served = append(served, m)
-				res.metricReason, res.metricMessage = metricFailure(m, spec.EffectiveMaxErrorRate(), spec.Rollout.MaxLatencyMs)
-			}
-		}
-		vs.RolloutComplete = res.verdict.RolloutComplete
-		if !vs.RolloutComplete && !res.failed {
-			p.requeueAfter = sooner(p.requeueAfter, vs.RolloutStartTime.Add(deadline).Sub(now))
-		}
-		results[i], vstatus[i] = res, vs
-	}
-
-	// Roll back failing versions to the last healthy one.
-	ready := map[string]bool{}
-	failing := map[string]bool{}
-	for _, res := range results {
-		ready[res.name] = res.verdict.Ready
-		if reason, _ := res.failure(); reason != "" && !res.failed {
-			failing[res.name] = true
-		}
-	}
-	if spec.AutoRollback() && len(failing) > 0 {
-		exclude := map[string]bool{}
-		for n := range failedSet {
-			exclude[n] = true
-		}
-		for n := range failing {
-			exclude[n] = true
-		}
-		if target := rollbackTarget(st.History, requested, ready, exclude); target != "" {
-			for i := range results {
-				res := &results[i]
-				if !failing[res.name] {
-					continue
-				}
-				reason, msg := res.failure()
-				fv := mlv1.FailedVersion{Name: res.name, Generation: gen, Reason: reason, Message: msg, Time: stamp}
-				failed = append(failed, fv)
-				failedSet[res.name] = true
-				res.failed = true
-				res.verdict.CrashLoopPods = nil
-				p.rollbacks = append(p.rollbacks, fv)
-				p.warning(EventRolledBack, "RollBack", "version %s rolled back to %s (%s): %s", res.name, target, reason, msg)
-			}
-		} else {
-			log.Info("versions are failing but no healthy version is left to roll back to", "failing", failing)
-		}
-	}
-	target := ""
-	if len(failedSet) > 0 {
-		target = rollbackTarget(st.History, requested, ready, failedSet)
-	}
-	effective := effectiveWeights(requested, ready, failedSet, target)
-	sizing := rolledBackWeights(requested, failedSet, target)
-	for i := range results {
-		results[i].effective = weightOf(effective, results[i].name)
-		results[i].sizing = weightOf(sizing, results[i].name)
-	}
-
-	// Versions no longer in the spec drain for one health interval, then go.
-	var drainingStatus []mlv1.VersionStatus
-	var removed []string
-	for name := range obs.deployments {
-		if _, inSpec := requestedMap[name]; !inSpec {
-			removed = append(removed, name)
-		}
-	}
-	sort.Strings(removed)
-	routeWeights := append([]versionWeight(nil), effective...)
-	for _, name := range removed {
-		dep := obs.deployments[name]
-		start := stamp.DeepCopy()
-		if ps, ok := prevVersions[name]; ok && ps.DrainStartTime != nil {
-			start = ps.DrainStartTime
-		}
-		if end := start.Add(interval); now.Before(end) {
-			routeWeights = append(routeWeights, versionWeight{name: name})
-			res := versionResult{name: name, draining: true, exists: true,
-				desired: ptr.Deref(dep.Spec.Replicas, 1), ready: dep.Status.ReadyReplicas, current: dep.Status.Replicas}
-			results = append(results, res)
-			drainingStatus = append(drainingStatus, mlv1.VersionStatus{Name: name, Replicas: res.desired,
-				HealthyReplicas: res.ready, DrainStartTime: start})
-			p.requeueAfter = sooner(p.requeueAfter, end.Sub(now))
-			continue
-		}
-		if err := r.deleteVersion(ctx, md, name, dep); err != nil {
-			return nil, err
-		}
-		p.normal(EventVersionRemoved, "Delete", "version %s drained and deleted", name)
-	}
-
-	if err := r.applyChildren(ctx, md, router, obs, results, routeWeights, sizing, p); err != nil {
-		return nil, err
-	}
-	if prev.Router != "" && prev.Router != router {
-		if err := r.deleteRouter(ctx, md, prev.Router); err != nil {
-			return nil, err
-		}
-	}
-
-	// Remediate crash loops: delete the pods so the Deployment recreates them.
-	for i := range results[:len(spec.Versions)] {
-		res, vs := &results[i], &vstatus[i]
-		if len(res.verdict.CrashLoopPods) > 0 {
-			if err := r.deletePods(ctx, obs.pods[res.name], res.verdict.CrashLoopPods); err != nil {
-				return nil, err
-			}
-			vs.Remediations++
-			p.warning(EventRemediated, "DeletePods", "version %s: deleted crash-looping pods %s (restarted at least %d times)",
-				res.name, strings.Join(res.verdict.CrashLoopPods, ", "), spec.EffectiveFailureThreshold())
-		} else if res.verdict.FullyReady {
-			vs.Remediations = 0
-		}
-	}
-
-	// Status.
-	for i, res := range results[:len(spec.Versions)] {
-		vs := &vstatus[i]
-		vs.Replicas, vs.HealthyReplicas, vs.Weight = res.desired, res.ready, res.effective
-		vs.Ready = res.verdict.Ready && !res.failed
-		if ps, ok := prevVersions[res.name]; ok && res.exists && ps.Replicas != res.desired && ps.DrainStartTime == nil {
-			p.normal(EventScaled, "Scale", "version %s scaled from %d to %d replicas", res.name, ps.Replicas, res.desired)
-		}
-	}
-	st.ActiveVersions = append(vstatus, drainingStatus...)
-	st.FailedVersions = failed
-	allRolledOut := true
-	for _, res := range results[:len(spec.Versions)] {
-		if res.sizing > 0 && (!res.verdict.RolloutComplete || failing[res.name] && !res.failed) {
-			allRolledOut = false
-		}
-	}
-	before := st.History[0].Outcome
-	st.History[0].Outcome = historyOutcome(before, len(failed) > 0, allRolledOut)
-	if before == OutcomeProgressing && st.History[0].Outcome == OutcomeSucceeded {
-		parts := make([]string, 0, len(effective))
-		for _, w := range effective {
-			parts = append(parts, fmt.Sprintf("%s=%d%%", w.name, w.weight))
-		}
-		p.normal(EventPromoted, "Promote", "generation %d rolled out: %s", st.History[0].Generation, strings.Join(parts, ", "))
-	}
-	st.Metrics = aggregateMetrics(served)
-
-	readyC := readyCondition(results, gen)
-	healthyC := healthyCondition(results, gen)
-	setConditions(&st, readyC, healthyC, scaledCondition(results, gen), progressingCondition(results, gen),
-		rolledBackCondition(failed, target, gen))
-	st.Phase = phase(results, readyC, healthyC)
-	if healthyC.Status == metav1.ConditionFalse {
-		if old := meta.FindStatusCondition(prev.Conditions, mlv1.ModelDeploymentHealthy); old == nil || old.Status != metav1.ConditionFalse {
-			p.warning(EventDegraded, "Evaluate", "%s", healthyC.Message)
-		}
-	}
-	p.status = st
-	return p, nil
-}
-
 // aggregateMetrics sums the versions' rates and weights their error rates and
 // latencies by traffic. Nil when nothing was read.
 func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
@@ -382,9 +145,8 @@ func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
 
 // applyChildren server-side-applies the ConfigMap, per-version PVCs,
 // Deployments, Services and HPAs, the stable Service and the router.
-func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment, router mlv1.TrafficRouter,
-	obs *observed, results []versionResult, routeWeights, sizing []versionWeight, p *pass) error {
-	spec := &md.Spec
+func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
+	md, spec, obs, router := s.md, &s.md.Spec, s.obs, s.router
 	if err := r.apply(ctx, desiredConfigMap(md)); err != nil {
 		return fmt.Errorf("applying ConfigMap: %w", err)
 	}
@@ -402,7 +164,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment
 		lo, hi := minReplicas, maxReplicas
 		if router == mlv1.RouterService {
 			var ok bool
-			if lo, hi, ok = serviceModeBounds(weightOf(sizing, v.Name), minReplicas, maxReplicas); !ok {
+			if lo, hi, ok = serviceModeBounds(weightOf(s.sizing, v.Name), minReplicas, maxReplicas); !ok {
 				replicas = ptr.To[int32](0)
 			}
 		}
@@ -414,12 +176,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment
 			return fmt.Errorf("applying Deployment of version %s: %w", v.Name, err)
 		}
 		if obs.deployments[v.Name] == nil {
-			p.normal(EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
+			s.normal(EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
 		}
 		if d.Spec != nil && d.Spec.Replicas != nil {
 			// The apply answers with the live object: the replicas the HPA
 			// (or the API default) decided.
-			results[i].desired = *d.Spec.Replicas
+			s.results[i].desired = *d.Spec.Replicas
 		}
 		if err := r.apply(ctx, desiredVersionService(md, v.Name)); err != nil {
 			return fmt.Errorf("applying Service of version %s: %w", v.Name, err)
@@ -446,7 +208,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment
 
 	switch router {
 	case mlv1.RouterGatewayAPI:
-		route, err := toUnstructured(desiredHTTPRoute(md, routeWeights))
+		route, err := toUnstructured(desiredHTTPRoute(md, s.routeWeights))
 		if err != nil {
 			return err
 		}
@@ -454,7 +216,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment
 			return fmt.Errorf("applying HTTPRoute (traffic.router gatewayapi): %w", err)
 		}
 	case mlv1.RouterIstio:
-		ws := routeWeights
+		ws := s.routeWeights
 		var sum int32
 		for _, w := range ws {
 			sum += w.weight
@@ -462,7 +224,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, md *mlv1.ModelDeployment
 		if sum == 0 {
 			// Nothing is Ready: Envoy refuses an all-zero split, so route as
 			// requested until a version becomes Ready.
-			ws = append(append([]versionWeight(nil), sizing...), routeWeights[len(sizing):]...)
+			ws = append(append([]versionWeight(nil), s.sizing...), s.routeWeights[len(s.sizing):]...)
 		}
 		iv := r.istioVersion()
 		for _, u := range []*unstructured.Unstructured{desiredDestinationRule(md, iv, ws), desiredVirtualService(md, iv, ws)} {

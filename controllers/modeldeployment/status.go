@@ -70,13 +70,14 @@ func condition(typ string, ok bool, reason, message string, generation int64) me
 	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 }
 
-// readyCondition: True while some version takes traffic.
+// readyCondition: True while some version takes traffic (a removed version
+// still serving while its replacement starts counts).
 func readyCondition(vs []versionResult, generation int64) metav1.Condition {
 	var serve, waiting []string
-	for _, v := range serving(vs) {
+	for _, v := range vs {
 		if v.effective > 0 {
 			serve = append(serve, fmt.Sprintf("%s=%d%%", v.name, v.effective))
-		} else if v.sizing > 0 {
+		} else if v.sizing > 0 && !v.draining {
 			waiting = append(waiting, v.name)
 		}
 	}

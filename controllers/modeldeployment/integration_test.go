@@ -699,3 +699,37 @@ func TestRenamedVersionServesUntilReplacementReady(t *testing.T) {
 	assert.Equal(t, map[string]int32{"rn-green": 100}, h.routeWeights("rn"))
 	assert.True(t, gone(t, h.ns, "rn-blue", &appsv1.Deployment{}))
 }
+
+// A version asked for no traffic is not rolling out: under router service it
+// has no pods, no progress deadline runs, and it is never rolled back. Given a
+// weight later, it starts a rollout with a fresh deadline.
+func TestZeroWeightVersionIsNotAFailedRollout(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("zw", "").Router(mlv1.RouterService).ProgressDeadline(60).
+		Version("v1", 100, "s3://m/v1").Version("v2", 0, "s3://m/v2").Obj())
+	h.reconcile("zw")
+	h.setReady("zw-v1", 1)
+	h.reconcile("zw")
+	assert.Equal(t, int32(0), *h.deployment("zw-v2").Spec.Replicas)
+	assert.True(t, gone(t, h.ns, "zw-v2", &autoscalingv2.HorizontalPodAutoscaler{}))
+	h.clock.Step(time.Hour)
+	h.reconcile("zw")
+	md := h.md("zw")
+	assert.Empty(t, md.Status.FailedVersions)
+	assert.Nil(t, md.Status.ActiveVersions[1].RolloutStartTime)
+	assert.Equal(t, mdctrl.OutcomeSucceeded, md.Status.History[0].Outcome)
+
+	h.update("zw", func(md *mlv1.ModelDeployment) {
+		md.Spec.Versions[0].Weight = ptr.To[int32](50)
+		md.Spec.Versions[1].Weight = ptr.To[int32](50)
+	})
+	h.reconcile("zw")
+	md = h.md("zw")
+	assert.Empty(t, md.Status.FailedVersions, "a fresh deadline, not an instant failure")
+	require.NotNil(t, md.Status.ActiveVersions[1].RolloutStartTime)
+	assert.Equal(t, h.clock.Now().Truncate(time.Second), md.Status.ActiveVersions[1].RolloutStartTime.Time.UTC())
+	get(t, h.ns, "zw-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+	h.clock.Step(61 * time.Second)
+	h.reconcile("zw")
+	require.Len(t, h.md("zw").Status.FailedVersions, 1, "then the deadline applies")
+}

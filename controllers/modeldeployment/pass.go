@@ -131,6 +131,15 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			vs.RolloutStartTime = s.stamp.DeepCopy()
 		}
 		res := versionResult{name: v.Name, requested: weightOf(s.requested, v.Name), failed: s.failedSet[v.Name]}
+		if res.requested == 0 && !vs.RolloutComplete {
+			// A version asked for no traffic is not rolling out: its progress
+			// deadline starts when it is given a weight.
+			vs.RolloutStartTime = nil
+		}
+		var rolloutStart time.Time
+		if vs.RolloutStartTime != nil {
+			rolloutStart = vs.RolloutStartTime.Time
+		}
 		if dep := s.obs.deployments[v.Name]; dep != nil {
 			res.exists = true
 			res.desired = ptr.Deref(dep.Spec.Replicas, 1)
@@ -138,7 +147,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			res.current = dep.Status.Replicas
 		}
 		res.verdict = evaluateHealth(versionState{
-			Desired: res.desired, Ready: res.ready, RolloutStart: vs.RolloutStartTime.Time,
+			Desired: res.desired, Ready: res.ready, RolloutStart: rolloutStart,
 			RolloutComplete: vs.RolloutComplete, Remediations: vs.Remediations, Pods: s.obs.pods[v.Name],
 		}, s.now, s.deadline, spec.EffectiveFailureThreshold())
 		if res.failed {
@@ -156,10 +165,12 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			}
 		}
 		vs.RolloutComplete = res.verdict.RolloutComplete
-		if !vs.RolloutComplete && !res.failed {
-			s.requeueAfter = sooner(s.requeueAfter, vs.RolloutStartTime.Add(s.deadline).Sub(s.now))
+		if !vs.RolloutComplete && !res.failed && !rolloutStart.IsZero() {
+			s.requeueAfter = sooner(s.requeueAfter, rolloutStart.Add(s.deadline).Sub(s.now))
 		}
-		if reason, _ := res.failure(); reason != "" && !res.failed {
+		// Rolling back a version that was asked for no traffic means nothing:
+		// it is only remediated.
+		if reason, _ := res.failure(); reason != "" && !res.failed && res.requested > 0 {
 			s.failing[res.name] = true
 		}
 		s.results = append(s.results, res)

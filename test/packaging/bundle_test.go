@@ -255,3 +255,42 @@ func TestScorecardConfigShips(t *testing.T) {
 		}
 	}
 }
+
+// TestCSVPermissions: OLM grants the manager what config/default grants it:
+// the generated manager role (cluster-wide), the leader-election Role
+// (install namespace) and the metrics authentication role, and nothing with
+// wildcards, Secrets or escalate/bind.
+func TestCSVPermissions(t *testing.T) {
+	spec := loadBundle(t).CSV.Spec.InstallStrategy.StrategySpec
+	sa := spec.DeploymentSpecs[0].Spec.Template.Spec.ServiceAccountName
+	grants := func(perms []operatorsv1alpha1.StrategyDeploymentPermissions) map[string]bool {
+		out := map[string]bool{}
+		for _, p := range perms {
+			if p.ServiceAccountName != sa {
+				t.Errorf("permissions for service account %s, the manager runs as %s", p.ServiceAccountName, sa)
+			}
+			for _, r := range p.Rules {
+				for _, res := range r.Resources {
+					for _, verb := range r.Verbs {
+						out[res+":"+verb] = true
+						if strings.Contains(res+verb+strings.Join(r.APIGroups, ""), "*") || res == "secrets" ||
+							verb == "escalate" || verb == "bind" || verb == "impersonate" {
+							t.Errorf("CSV grants %s on %s %v", verb, res, r.APIGroups)
+						}
+					}
+				}
+			}
+		}
+		return out
+	}
+	cluster := grants(spec.ClusterPermissions)
+	for _, want := range []string{"pods:create", "trainingjobs:watch", "trainingjobs/status:update", "modeldeployments:watch",
+		"deployments:create", "tokenreviews:create", "subjectaccessreviews:create"} {
+		if !cluster[want] {
+			t.Errorf("CSV clusterPermissions lack %s", want)
+		}
+	}
+	if ns := grants(spec.Permissions); !ns["leases:create"] {
+		t.Error("CSV permissions lack the leader-election lease")
+	}
+}

@@ -208,11 +208,15 @@ func TestHPAOwnedReplicasUntouched(t *testing.T) {
 	d = h.deployment("hpa-v1")
 	assert.NotEqual(t, hashBefore, d.Spec.Template.Annotations[mdctrl.AnnotationConfigHash], "the reconcile applied the new template")
 	assert.Equal(t, int32(5), *d.Spec.Replicas, "the operator must not reset the HPA's replicas")
+	applied := false
 	for _, mf := range d.ManagedFields {
 		if mf.Manager == mdctrl.FieldOwner {
+			assert.Equal(t, metav1.ManagedFieldsOperationApply, mf.Operation, "children are server-side applied")
 			assert.NotContains(t, string(mf.FieldsV1.Raw), `"f:replicas"`, "ml-operator must not own spec.replicas")
+			applied = true
 		}
 	}
+	assert.True(t, applied, "ml-operator is a field manager of the Deployment")
 	cm := &corev1.ConfigMap{}
 	get(t, h.ns, "hpa-config", cm)
 	assert.Equal(t, "8", cm.Data["threads"])

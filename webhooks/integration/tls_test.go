@@ -1,4 +1,4 @@
-package manager_test
+package integration_test
 
 import (
 	"bytes"
@@ -77,11 +77,11 @@ func servedSerial(addr string) (*big.Int, error) {
 // The manager's webhook server serves the certificate in --webhook-cert-path,
 // answers the defaulting webhook with the operator's default image, and
 // serves a rotated certificate without a restart.
+//
+// It lives here rather than in cmd/manager because controller names are
+// unique per process, and this package builds the only full manager of its
+// test binary.
 func TestWebhookServerReloadsRotatedCertificates(t *testing.T) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-
 	certDir := t.TempDir()
 	first := writeServingCert(t, certDir)
 
@@ -94,7 +94,7 @@ func TestWebhookServerReloadsRotatedCertificates(t *testing.T) {
 	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
 	opts.EnableWebhooks = true
 	opts.WebhookHost, opts.WebhookPort, opts.WebhookCertDir = "127.0.0.1", port, certDir
-	mgr, err := manager.New(env.Config, opts)
+	mgr, err := manager.New(cfg, opts)
 	require.NoError(t, err)
 
 	// Only the webhook server runs: this test is about TLS, not controllers.

@@ -3,6 +3,7 @@ package packaging
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -51,7 +52,11 @@ type builtObject struct {
 func kustomizeBuild(t *testing.T, dir string) []byte {
 	t.Helper()
 	root := testutil.RepoRoot()
-	cmd := exec.Command(filepath.Join(root, "bin", "kustomize"), "build", filepath.Join(root, dir))
+	bin := filepath.Join(root, "bin", "kustomize")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("bin/kustomize is missing: run `make kustomize`: %v", err)
+	}
+	cmd := exec.Command(bin, "build", filepath.Join(root, dir))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,7 +88,8 @@ func managerDeployment(t *testing.T, objs []builtObject) (*appsv1.Deployment, co
 }
 
 func TestManagerDeploymentIsHighlyAvailableAndProbed(t *testing.T) {
-	d, c := managerDeployment(t, buildAndDecode(t, "config/default"))
+	objs := buildAndDecode(t, "config/default")
+	d, c := managerDeployment(t, objs)
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %s, want 2", ptrString(d.Spec.Replicas))
 	}
@@ -119,6 +121,12 @@ func TestManagerDeploymentIsHighlyAvailableAndProbed(t *testing.T) {
 	}
 	if !hasContainerPort(c, metricsPort) {
 		t.Errorf("manager does not declare the metrics port %d", metricsPort)
+	}
+	pdbs := typedOf[*policyv1.PodDisruptionBudget](objs)
+	if len(pdbs) != 1 || pdbs[0].Spec.MaxUnavailable == nil || pdbs[0].Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("want one PodDisruptionBudget allowing one manager replica down, got %v", pdbs)
+	} else if sel, err := metav1.LabelSelectorAsSelector(pdbs[0].Spec.Selector); err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("the PodDisruptionBudget does not select the manager pods")
 	}
 	if d.Spec.Template.Spec.ServiceAccountName == "" || d.Spec.Template.Spec.ServiceAccountName == "default" {
 		t.Errorf("manager runs as service account %q, want its own", d.Spec.Template.Spec.ServiceAccountName)

@@ -147,15 +147,26 @@ var ModelPathSchemes = []string{"s3://", "gs://", "pvc://", "http://", "https://
 // object on update and nil on create.
 func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
 	spec := field.NewPath("spec")
-	s := &md.Spec
-	var errs field.ErrorList
 	if old == nil {
+		var errs field.ErrorList
 		for _, msg := range validation.IsDNS1035Label(md.Name) {
 			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), md.Name,
 				msg+" (it names the ModelDeployment's Service)"))
 		}
+		return append(errs, validateModelDeploymentSpec(md.Name, &md.Spec, spec)...)
 	}
-	errs = append(errs, validateVersions(md.Name, s, spec.Child("versions"))...)
+	errs := newProblems(validateModelDeploymentSpec(old.Name, &old.Spec, spec), validateModelDeploymentSpec(md.Name, &md.Spec, spec))
+	if md.Spec.ModelName != old.Spec.ModelName {
+		errs = append(errs, field.Invalid(spec.Child("modelName"), md.Spec.ModelName, "field is immutable"))
+	}
+	if md.Spec.Framework != old.Spec.Framework {
+		errs = append(errs, field.Invalid(spec.Child("framework"), string(md.Spec.Framework), "field is immutable"))
+	}
+	return errs
+}
+
+func validateModelDeploymentSpec(name string, s *mlv1.ModelDeploymentSpec, spec *field.Path) field.ErrorList {
+	errs := validateVersions(name, s, spec.Child("versions"))
 
 	sc := spec.Child("scaling")
 	if s.Scaling.MinReplicas < 1 {
@@ -169,23 +180,13 @@ func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
 		errs = append(errs, field.Invalid(sc.Child("targetCPUUtilization"), t, "must be between 1 and 100"))
 	}
 
-	hc := &s.HealthCheck
-	timeout := hc.TimeoutSeconds
+	timeout := s.HealthCheck.TimeoutSeconds
 	if timeout == 0 {
 		timeout = DefaultHealthTimeoutSeconds
 	}
 	if interval := s.EffectiveIntervalSeconds(); timeout >= interval {
 		errs = append(errs, field.Invalid(spec.Child("healthCheck", "timeoutSeconds"), timeout, fmt.Sprintf(
 			"must be less than spec.healthCheck.intervalSeconds (%d)", interval)))
-	}
-
-	if old != nil {
-		if s.ModelName != old.Spec.ModelName {
-			errs = append(errs, field.Invalid(spec.Child("modelName"), s.ModelName, "field is immutable"))
-		}
-		if s.Framework != old.Spec.Framework {
-			errs = append(errs, field.Invalid(spec.Child("framework"), string(s.Framework), "field is immutable"))
-		}
 	}
 	return errs
 }

@@ -220,15 +220,30 @@ func validateTrainingJob(old, job *mlv1.TrainingJob) field.ErrorList {
 			"the job has finished (%s) and accepts no spec change", old.Status.State))}
 	}
 
-	var errs field.ErrorList
 	if old == nil {
-		errs = append(errs, validateTrainingJobName(job.Name)...)
+		return append(validateTrainingJobName(job.Name), validateTrainingJobSpec(&job.Spec, spec)...)
 	}
-	errs = append(errs, validateTrainingJobSpec(&job.Spec, spec)...)
-	if old != nil {
-		errs = append(errs, validateTrainingJobUpdate(&old.Spec, &job.Spec, spec)...)
+	errs := newProblems(validateTrainingJobSpec(&old.Spec, spec), validateTrainingJobSpec(&job.Spec, spec))
+	return append(errs, validateTrainingJobUpdate(&old.Spec, &job.Spec, spec)...)
+}
+
+// newProblems ratchets validation on update: it drops from errs every error
+// the stored object already had. An object stored before a rule existed (or
+// while the webhooks were down) can then still get its labels and
+// finalizers changed, and be deleted; only an update that brings a problem
+// of its own is refused.
+func newProblems(old, errs field.ErrorList) field.ErrorList {
+	had := make(map[string]bool, len(old))
+	for _, e := range old {
+		had[e.Error()] = true
 	}
-	return errs
+	var out field.ErrorList
+	for _, e := range errs {
+		if !had[e.Error()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func validateTrainingJobName(name string) field.ErrorList {

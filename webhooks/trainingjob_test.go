@@ -129,3 +129,31 @@ func TestValidateTrainingJobMessages(t *testing.T) {
 		})
 	}
 }
+
+// A job stored with a problem (before a rule existed, or while the webhooks
+// were down) still takes updates that add no problem of their own.
+func TestValidationRatchetsOnUpdate(t *testing.T) {
+	old := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}}
+	old.Spec.Env = []corev1.EnvVar{{Name: "RANK", Value: "0"}}
+	DefaultTrainingJob(old, nil, testImages)
+	require.NotEmpty(t, validateTrainingJob(nil, old), "the stored job breaks a rule")
+
+	relabelled := old.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "vision"}
+	relabelled.Finalizers = nil
+	assert.Empty(t, validateTrainingJob(old, relabelled))
+
+	rescaled := old.DeepCopy()
+	rescaled.Spec.NumWorkers = 4
+	assert.Empty(t, validateTrainingJob(old, rescaled))
+
+	worse := old.DeepCopy()
+	worse.Spec.Suspend = ptr.To(true)
+	old.Spec.Suspend = ptr.To(true)
+	worse.Spec.Env = append(worse.Spec.Env, corev1.EnvVar{Name: "WORLD_SIZE", Value: "2"})
+	var got []string
+	for _, e := range validateTrainingJob(old, worse) {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{`spec.env[1].name: Invalid value: "WORLD_SIZE": is set by the operator and cannot be overridden`}, got)
+}

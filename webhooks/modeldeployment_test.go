@@ -1,0 +1,52 @@
+package webhooks
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+func TestDefaultModelDeploymentUsesTheHelpers(t *testing.T) {
+	md := &mlv1.ModelDeployment{Spec: mlv1.ModelDeploymentSpec{
+		Port:     9000,
+		Versions: []mlv1.ModelVersion{{Name: "v1"}},
+		Scaling:  mlv1.ScalingSpec{MinReplicas: 3},
+	}}
+	DefaultModelDeployment(md, nil)
+	s := md.Spec
+	assert.Equal(t, s.RequestedWeights()["v1"], *s.Versions[0].Weight)
+	assert.Equal(t, ptr.To[int32](100), s.Versions[0].Weight)
+	assert.Equal(t, ptr.To[int32](9000), s.HealthCheck.Port, "healthCheck.port defaults to spec.port")
+	assert.Equal(t, ptr.To[int32](3), s.Scaling.MaxReplicas, "maxReplicas defaults to max(minReplicas, 1)")
+	assert.Nil(t, s.Storage, "no storage unless asked for")
+
+	two := &mlv1.ModelDeployment{Spec: mlv1.ModelDeploymentSpec{Versions: []mlv1.ModelVersion{{Name: "a"}, {Name: "b"}}}}
+	DefaultModelDeployment(two, nil)
+	assert.Nil(t, two.Spec.Versions[0].Weight, "with two versions an unset weight stays unset (0)")
+}
+
+func TestValidateModelDeploymentRatchetsAndKeepsImmutability(t *testing.T) {
+	old := &mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: mlv1.ModelDeploymentSpec{
+		ModelName: "m", Framework: mlv1.ModelFrameworkONNX,
+		Versions: []mlv1.ModelVersion{{Name: "a", Weight: ptr.To[int32](60)}, {Name: "b", Weight: ptr.To[int32](30)}},
+	}}
+	DefaultModelDeployment(old, nil)
+	md := old.DeepCopy()
+	md.Labels = map[string]string{"x": "y"}
+	assert.Empty(t, validateModelDeployment(old, md), "a stored weight problem does not block other updates")
+
+	md.Spec.Versions[1].Weight = ptr.To[int32](20)
+	md.Spec.Framework = mlv1.ModelFrameworkPyTorch
+	var got []string
+	for _, e := range validateModelDeployment(old, md) {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{
+		"spec.versions: Invalid value: 80: version weights must sum to 100, got 80",
+		`spec.framework: Invalid value: "pytorch": field is immutable`,
+	}, got)
+}

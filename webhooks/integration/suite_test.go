@@ -70,6 +70,10 @@ func requireInvalid(t *testing.T, err error, want string) {
 	require.Equal(t, want, err.Error())
 }
 
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
+
+func isInvalid(err error) bool { return apierrors.IsInvalid(err) }
+
 // warnings records the warnings the API server sends.
 type warnings struct {
 	mu  sync.Mutex

@@ -132,3 +132,18 @@ func TestStatusThroughBothVersions(t *testing.T) {
 	assert.Equal(t, "40%", v1.Status.Progress)
 	assert.Equal(t, "gpu-1", v1.Status.WorkerStatuses[0].Node)
 }
+
+// Lists convert item by item.
+func TestListAsV1Alpha1(t *testing.T) {
+	ctx := context.Background()
+	ns := testutil.Namespace(t, k8s)
+	require.NoError(t, k8s.Create(ctx, testutil.TrainingJob("listed-v1", ns).Workers(5).Obj()))
+	require.NoError(t, k8s.Create(ctx, alphaJob("listed-alpha", ns)))
+	list := &mlv1alpha1.TrainingJobList{}
+	require.NoError(t, k8s.List(ctx, list, client.InNamespace(ns)))
+	workers := map[string]int32{}
+	for _, j := range list.Items {
+		workers[j.Name] = j.Spec.Workers
+	}
+	assert.Equal(t, map[string]int32{"listed-v1": 5, "listed-alpha": 3}, workers)
+}

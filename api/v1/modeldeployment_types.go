@@ -362,6 +362,10 @@ type VersionStatus struct {
 	// remediation is a failed rollout.
 	// +optional
 	Remediations int32 `json:"remediations,omitempty"`
+	// LastRemediationTime is when crash-looping pods were last deleted. Only
+	// pods created since then count as the crash loop surviving remediation.
+	// +optional
+	LastRemediationTime *metav1.Time `json:"lastRemediationTime,omitempty"`
 	// DrainStartTime is set when the version left the spec: it gets weight 0
 	// and its children are deleted one health interval later.
 	// +optional

@@ -886,6 +886,10 @@ func (in *VersionStatus) DeepCopyInto(out *VersionStatus) {
 		in, out := &in.RolloutStartTime, &out.RolloutStartTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastRemediationTime != nil {
+		in, out := &in.LastRemediationTime, &out.LastRemediationTime
+		*out = (*in).DeepCopy()
+	}
 	if in.DrainStartTime != nil {
 		in, out := &in.DrainStartTime, &out.DrainStartTime
 		*out = (*in).DeepCopy()

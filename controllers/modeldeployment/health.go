@@ -29,8 +29,10 @@ type versionState struct {
 	RolloutStart time.Time
 	// RolloutComplete is true if the version already had a Ready pod since RolloutStart.
 	RolloutComplete bool
-	// Remediations done since the version was last fully Ready.
-	Remediations int32
+	// Remediations done since the version was last fully Ready, the last at
+	// LastRemediation.
+	Remediations    int32
+	LastRemediation time.Time
 	// Pods of the version.
 	Pods []corev1.Pod
 }
@@ -67,11 +69,30 @@ func evaluateHealth(s versionState, now time.Time, progressDeadline time.Duratio
 	case !v.RolloutComplete && !s.RolloutStart.IsZero() && now.Sub(s.RolloutStart) >= progressDeadline:
 		v.Failure = ReasonProgressDeadlineExceeded
 		v.Message = fmt.Sprintf("no Ready pod %s after the rollout started (rollout.progressDeadlineSeconds)", progressDeadline)
-	case len(v.CrashLoopPods) > 0 && s.Remediations > 0:
+	case s.Remediations > 0 && len(replacements(s.Pods, v.CrashLoopPods, s.LastRemediation)) > 0:
 		v.Failure = ReasonCrashLoop
-		v.Message = fmt.Sprintf("pods still crash-loop after %d remediation(s): %v", s.Remediations, v.CrashLoopPods)
+		v.Message = fmt.Sprintf("pods created after %d remediation(s) crash-loop again: %v",
+			s.Remediations, replacements(s.Pods, v.CrashLoopPods, s.LastRemediation))
 	}
 	return v
+}
+
+// replacements are the named pods created at or after since: the pods that
+// replaced remediated ones. A remediated pod still in a stale cache does not
+// count.
+func replacements(pods []corev1.Pod, names []string, since time.Time) []string {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []string
+	for i := range pods {
+		if want[pods[i].Name] && !pods[i].CreationTimestamp.Time.Before(since) {
+			out = append(out, pods[i].Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // crashLoopingPods returns, sorted, the pods with a container that restarted

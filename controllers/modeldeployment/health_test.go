@@ -18,6 +18,12 @@ func pod(name string, restarts int32, ready bool) corev1.Pod {
 	}
 }
 
+func podCreated(name string, restarts int32, created time.Time) corev1.Pod {
+	p := pod(name, restarts, false)
+	p.CreationTimestamp = metav1.NewTime(created)
+	return p
+}
+
 func TestEvaluateHealth(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	deadline := 10 * time.Minute
@@ -60,8 +66,11 @@ func TestEvaluateHealth(t *testing.T) {
 			versionState{Desired: 1, Ready: 1, RolloutStart: start, Pods: []corev1.Pod{pod("a", 7, true)}}, start,
 			healthVerdict{Ready: true, RolloutComplete: true, FullyReady: true}},
 		{"crash loop surviving a remediation fails the rollout",
-			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, Pods: []corev1.Pod{pod("a", 4, false)}}, start,
-			healthVerdict{CrashLoopPods: []string{"a"}, Failure: ReasonCrashLoop, Message: "pods still crash-loop after 1 remediation(s): [a]"}},
+			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, LastRemediation: start, Pods: []corev1.Pod{podCreated("a", 4, start.Add(time.Second))}}, start,
+			healthVerdict{CrashLoopPods: []string{"a"}, Failure: ReasonCrashLoop, Message: "pods created after 1 remediation(s) crash-loop again: [a]"}},
+		{"the remediated pod itself, still in a stale cache, is no failure",
+			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, LastRemediation: start, Pods: []corev1.Pod{podCreated("old", 9, start.Add(-time.Hour))}}, start,
+			healthVerdict{CrashLoopPods: []string{"old"}}},
 		{"terminating pods are ignored",
 			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, Pods: []corev1.Pod{deleting}}, start,
 			healthVerdict{}},

@@ -731,7 +731,8 @@ func TestZeroWeightVersionIsNotAFailedRollout(t *testing.T) {
 	md = h.md("zw")
 	assert.Empty(t, md.Status.FailedVersions, "a fresh deadline, not an instant failure")
 	require.NotNil(t, md.Status.ActiveVersions[1].RolloutStartTime)
-	assert.Equal(t, h.clock.Now().Truncate(time.Second), md.Status.ActiveVersions[1].RolloutStartTime.Time.UTC())
+	assert.True(t, h.clock.Now().Truncate(time.Second).Equal(md.Status.ActiveVersions[1].RolloutStartTime.Time),
+		"rollout starts when the weight is given: %s", md.Status.ActiveVersions[1].RolloutStartTime)
 	get(t, h.ns, "zw-v2", &autoscalingv2.HorizontalPodAutoscaler{})
 	h.clock.Step(61 * time.Second)
 	h.reconcile("zw")

@@ -124,7 +124,8 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 		vs := mlv1.VersionStatus{Name: v.Name, TemplateHash: templateHash(d)}
 		if ps, ok := s.prevVersions[v.Name]; ok && ps.TemplateHash == vs.TemplateHash && ps.RolloutStartTime != nil &&
 			ps.DrainStartTime == nil && !retried(md.Status.FailedVersions, v.Name, md.Generation) {
-			vs.RolloutStartTime, vs.RolloutComplete, vs.Remediations = ps.RolloutStartTime, ps.RolloutComplete, ps.Remediations
+			vs.RolloutStartTime, vs.RolloutComplete = ps.RolloutStartTime, ps.RolloutComplete
+			vs.Remediations, vs.LastRemediationTime = ps.Remediations, ps.LastRemediationTime
 		} else {
 			// A new template, a version back from draining, or a retry after a
 			// rollback: a new rollout with a fresh progress deadline.
@@ -136,9 +137,12 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			// deadline starts when it is given a weight.
 			vs.RolloutStartTime = nil
 		}
-		var rolloutStart time.Time
+		var rolloutStart, lastRemediation time.Time
 		if vs.RolloutStartTime != nil {
 			rolloutStart = vs.RolloutStartTime.Time
+		}
+		if vs.LastRemediationTime != nil {
+			lastRemediation = vs.LastRemediationTime.Time
 		}
 		if dep := s.obs.deployments[v.Name]; dep != nil {
 			res.exists = true
@@ -148,7 +152,8 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 		}
 		res.verdict = evaluateHealth(versionState{
 			Desired: res.desired, Ready: res.ready, RolloutStart: rolloutStart,
-			RolloutComplete: vs.RolloutComplete, Remediations: vs.Remediations, Pods: s.obs.pods[v.Name],
+			RolloutComplete: vs.RolloutComplete, Remediations: vs.Remediations, LastRemediation: lastRemediation,
+			Pods: s.obs.pods[v.Name],
 		}, s.now, s.deadline, spec.EffectiveFailureThreshold())
 		if res.failed {
 			// A rolled-back version is left alone until the spec changes.
@@ -317,10 +322,11 @@ func (r *Reconciler) remediate(ctx context.Context, s *passState) error {
 				return err
 			}
 			vs.Remediations++
+			vs.LastRemediationTime = s.stamp.DeepCopy()
 			s.warning(EventRemediated, "DeletePods", "version %s: deleted crash-looping pods %s (restarted at least %d times)",
 				res.name, strings.Join(res.verdict.CrashLoopPods, ", "), s.md.Spec.EffectiveFailureThreshold())
 		case res.verdict.FullyReady:
-			vs.Remediations = 0
+			vs.Remediations, vs.LastRemediationTime = 0, nil
 		}
 	}
 	return nil

@@ -80,7 +80,9 @@ func newHarness(t *testing.T) *harness {
 	routers := mdctrl.NewRouterDetector(discovery.NewDiscoveryClientForConfigOrDie(restCfg), time.Minute)
 	_, err := routers.Detect()
 	require.NoError(t, err)
-	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
+	// The fake clock starts at the real time: objects the API server stamps
+	// (pod creation times) then sort correctly against the operator's times.
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	rec := events.NewFakeRecorder(100)
 	c, err := client.New(restCfg, client.Options{Scheme: manager.NewScheme()})
 	require.NoError(t, err)

@@ -78,7 +78,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if !equality.Semantic.DeepEqual(md.Status, p.status) {
-		patch := client.MergeFrom(md.DeepCopy())
+		// Optimistic lock: a status computed from a stale read (an old
+		// rollback or rollout record) must not overwrite a newer one.
+		patch := client.MergeFromWithOptions(md.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		md.Status = p.status
 		if err := r.Client.Status().Patch(ctx, md, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing status: %w", err)

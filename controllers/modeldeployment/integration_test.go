@@ -89,7 +89,8 @@ func TestABSplitInEveryRouter(t *testing.T) {
 			h.reconcile("ab")
 			h.setReady("ab-v1", 1)
 			h.setReady("ab-v2", 1)
-			h.reconcile("ab")
+			res := h.reconcile("ab")
+			assert.Equal(t, 30*time.Second, res.RequeueAfter, "health re-evaluated every healthCheck.intervalSeconds")
 
 			md := h.md("ab")
 			assert.Equal(t, router, md.Status.Router)

@@ -53,6 +53,7 @@ func cell(out, row, col string) string {
 }
 
 func TestKubectlGetTrainingJobPrinterColumns(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	tj := testutil.TrainingJob("columns", ns).Image("example.com/trainer:1").Workers(3).GPUs(0).Obj()
 	tj.Spec.Template.Annotations = map[string]string{"sim.ml.example.com/complete-after": "1h"}
@@ -73,6 +74,7 @@ func TestKubectlGetTrainingJobPrinterColumns(t *testing.T) {
 }
 
 func TestKubectlExplainCheckpoint(t *testing.T) {
+	t.Parallel()
 	out := kubectl(t, "explain", "trainingjob.spec.checkpoint")
 	assert.Contains(t, out, "GROUP:      ml.example.com")
 	assert.Contains(t, out, "VERSION:    v1")
@@ -90,6 +92,7 @@ func TestKubectlExplainCheckpoint(t *testing.T) {
 // TestGarbageCollectorCascades deletes a TrainingJob and watches the real
 // garbage collector (kube-controller-manager) delete what it owned.
 func TestGarbageCollectorCascades(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	tj := testutil.TrainingJob("cascade", ns).Image("example.com/trainer:1").GPUs(0).Obj()
@@ -106,14 +109,33 @@ func TestGarbageCollectorCascades(t *testing.T) {
 	}}
 	require.NoError(t, env.client.Create(ctx, owned))
 
-	require.NoError(t, env.client.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationForeground)))
-	waitFor(t, 60*time.Second, "the owned ConfigMap deleted by the garbage collector", func() (bool, string) {
-		err := env.client.Get(ctx, client.ObjectKeyFromObject(owned), &corev1.ConfigMap{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
-	waitFor(t, 60*time.Second, "the TrainingJob gone after its dependents", func() (bool, string) {
+	// The operator's own children: wait until it has made them.
+	children := []client.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: mlv1.WorkerPodName(tj.Name, 0), Namespace: ns}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mlv1.WorkersServiceName(tj.Name), Namespace: ns}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: mlv1.ConfigMapName(tj.Name), Namespace: ns}},
+	}
+	checkpoints := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: mlv1.CheckpointPVCName(tj.Name), Namespace: ns}}
+	for _, obj := range append(children, checkpoints) {
+		waitFor(t, 60*time.Second, fmt.Sprintf("%T %s created", obj, obj.GetName()), func() (bool, string) {
+			err := env.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+
+	require.NoError(t, env.client.Delete(ctx, tj))
+	for _, obj := range append(children, owned) {
+		waitFor(t, 60*time.Second, fmt.Sprintf("%T %s deleted by the garbage collector", obj, obj.GetName()), func() (bool, string) {
+			err := env.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+	}
+	waitFor(t, 60*time.Second, "the TrainingJob gone", func() (bool, string) {
 		got := &mlv1.TrainingJob{}
 		err := env.client.Get(ctx, client.ObjectKeyFromObject(tj), got)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v finalizers=%v", err, got.Finalizers)
 	})
+	// checkpoint.retainOnDelete defaults to true: user data outlives the job.
+	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(checkpoints), checkpoints))
+	assert.Nil(t, checkpoints.DeletionTimestamp, "the checkpoint PVC is kept")
 }

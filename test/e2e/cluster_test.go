@@ -21,6 +21,7 @@ import (
 )
 
 func TestNodesAreReadyWithSimulatedGPUs(t *testing.T) {
+	t.Parallel()
 	nodes := &corev1.NodeList{}
 	require.NoError(t, env.client.List(context.Background(), nodes))
 	gpuNodes, cpuNodes := 0, 0
@@ -93,6 +94,7 @@ func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondi
 }
 
 func TestSchedulerPlacesGPUPods(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	require.NoError(t, env.client.Create(ctx, simPod(ns, "two-gpus", 2, map[string]string{"sim.ml.example.com/complete-after": "1h"})))
@@ -125,6 +127,7 @@ func TestSchedulerPlacesGPUPods(t *testing.T) {
 // TestStagesDriveWorkerPods checks the kwok stages of hack/kwok/stages.yaml
 // that the TrainingJob tests rely on, on bare pods.
 func TestStagesDriveWorkerPods(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t)
 	ctx := context.Background()
 	pods := map[string]map[string]string{

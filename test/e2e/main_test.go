@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -203,7 +204,8 @@ func keepLogs(c *cluster.Cluster, workdir string) {
 	fmt.Fprintf(os.Stderr, "e2e failed: logs kept in %s\n", dst)
 }
 
-// kubectl runs bin/kubectl against the cluster and returns its combined output.
+// kubectl runs bin/kubectl against the cluster and returns its standard
+// output (warnings, such as v1alpha1's deprecation, go to standard error).
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
 	out, err := kubectlErr(args...)
@@ -216,8 +218,13 @@ func kubectl(t *testing.T, args ...string) string {
 func kubectlErr(args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(testutil.RepoRoot(), "bin", "kubectl"), args...)
 	cmd.Env = env.cluster.KubectlEnv()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
 }
 
 // waitFor polls cond every 250 ms until it holds, failing the test after
@@ -246,5 +253,16 @@ func namespace(t *testing.T) string {
 	t.Cleanup(func() {
 		_, _ = kubectlErr("delete", "namespace", ns, "--wait=false")
 	})
+	waitDefaultServiceAccount(t, ns)
 	return ns
+}
+
+// waitDefaultServiceAccount waits for kube-controller-manager to create the
+// namespace's default ServiceAccount; pods cannot be created before it exists.
+func waitDefaultServiceAccount(t *testing.T, ns string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "ServiceAccount "+ns+"/default", func() (bool, string) {
+		err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, fmt.Sprint(err)
+	})
 }

@@ -110,6 +110,12 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		// Written here, never into ~/.kube/config.
 		"--kubeconfig", c.Kubeconfig,
 		"--config", filepath.Join(opts.RepoRoot, StagesFile),
+		// One instance each: leader election only adds a way to die. On a
+		// loaded machine a lease renewal that misses its deadline makes
+		// kube-controller-manager exit, and kwokctl does not restart it
+		// (no garbage collector, no Deployments, no ServiceAccounts after).
+		"--extra-args", "kube-controller-manager=leader-elect=false",
+		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
 	); err != nil {
 		return nil, fmt.Errorf("kwokctl create cluster: %w", err)

@@ -1,0 +1,207 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// jobTimeout bounds every wait on a TrainingJob; it covers one gang restart
+// with the operator's first backoff (10 s).
+const jobTimeout = 90 * time.Second
+
+// simJob is a TrainingJob whose workers the kwok stages drive through the
+// sim.ml.example.com annotations (docs/local-cluster.md).
+func simJob(ns, name string, workers, gpus int32, sim map[string]string) *mlv1.TrainingJob {
+	tj := testutil.TrainingJob(name, ns).Image("example.com/trainer:1").Workers(workers).GPUs(gpus).Obj()
+	tj.Spec.Template.Annotations = sim
+	return tj
+}
+
+func getJob(t *testing.T, tj *mlv1.TrainingJob) *mlv1.TrainingJob {
+	t.Helper()
+	got := &mlv1.TrainingJob{}
+	if err := env.client.Get(context.Background(), client.ObjectKeyFromObject(tj), got); err != nil {
+		return &mlv1.TrainingJob{}
+	}
+	return got
+}
+
+func describeJob(j *mlv1.TrainingJob) string {
+	var conds []string
+	for _, c := range j.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return fmt.Sprintf("state=%q restarts=%d disruptions=%d workers=%+v conditions=[%s]",
+		j.Status.State, j.Status.Restarts, j.Status.Disruptions, j.Status.Workers, strings.Join(conds, "; "))
+}
+
+func waitState(t *testing.T, tj *mlv1.TrainingJob, state mlv1.TrainingJobState) *mlv1.TrainingJob {
+	t.Helper()
+	var got *mlv1.TrainingJob
+	waitFor(t, jobTimeout, fmt.Sprintf("TrainingJob %s %s", tj.Name, state), func() (bool, string) {
+		got = getJob(t, tj)
+		return got.Status.State == state, describeJob(got)
+	})
+	return got
+}
+
+// workerPods lists the job's pods of the given restart attempt, by rank.
+func workerPods(t *testing.T, tj *mlv1.TrainingJob, attempt string) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, env.client.List(context.Background(), pods, client.InNamespace(tj.Namespace),
+		client.MatchingLabels{mlv1.LabelTrainingJob: tj.Name, mlv1.LabelRestartAttempt: attempt}))
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[i].Labels[mlv1.LabelRank] < pods.Items[j].Labels[mlv1.LabelRank]
+	})
+	return pods.Items
+}
+
+func TestTwoRankGPUJobRunsAndCompletes(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	tj := simJob(ns, "two-ranks", 2, 2, map[string]string{"sim.ml.example.com/complete-after": "6s"})
+	require.NoError(t, env.client.Create(context.Background(), tj))
+
+	waitFor(t, jobTimeout, "both ranks Running on GPU nodes", func() (bool, string) {
+		pods := workerPods(t, tj, "0")
+		var seen []string
+		running := 0
+		for _, p := range pods {
+			seen = append(seen, fmt.Sprintf("%s %s on %q", p.Name, p.Status.Phase, p.Spec.NodeName))
+			if p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Spec.NodeName, "gpu-node-") {
+				running++
+			}
+		}
+		return running == 2, strings.Join(seen, ", ")
+	})
+	for _, p := range workerPods(t, tj, "0") {
+		gpus := p.Spec.Containers[0].Resources.Limits[cluster.GPUResource]
+		assert.EqualValues(t, 2, gpus.Value(), "%s GPU limit", p.Name)
+	}
+	running := waitState(t, tj, mlv1.StateRunning)
+	assert.True(t, meta.IsStatusConditionTrue(running.Status.Conditions, "Running"), describeJob(running))
+
+	done := waitState(t, tj, mlv1.StateCompleted)
+	assert.True(t, meta.IsStatusConditionTrue(done.Status.Conditions, "Succeeded"), describeJob(done))
+	assert.EqualValues(t, 0, done.Status.Restarts)
+	assert.NotNil(t, done.Status.CompletionTime)
+}
+
+// TestJobWaitsForGPUCapacity asks for more GPUs than the cluster has: the job
+// waits, says why, and starts once a node is added. It takes every GPU, so
+// it runs alone (before the parallel tests).
+func TestJobWaitsForGPUCapacity(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	gpusInCluster := int32(0)
+	nodes := &corev1.NodeList{}
+	require.NoError(t, env.client.List(ctx, nodes))
+	for _, n := range nodes.Items {
+		q := n.Status.Allocatable[cluster.GPUResource]
+		gpusInCluster += int32(q.Value())
+	}
+	workers := gpusInCluster/8 + 1
+	// Real ranks block at rendezvous until the whole gang is up; simulated ones
+	// would just finish, so they run "forever" here.
+	tj := simJob(ns, "too-big", workers, 8, map[string]string{"sim.ml.example.com/complete-after": "1h"})
+	require.NoError(t, env.client.Create(ctx, tj))
+
+	waitFor(t, jobTimeout, "one rank Unschedulable for want of GPUs", func() (bool, string) {
+		for _, p := range workerPods(t, tj, "0") {
+			if c := podCondition(&p, corev1.PodScheduled); c != nil && c.Reason == corev1.PodReasonUnschedulable {
+				return true, c.Message
+			}
+		}
+		return false, fmt.Sprintf("%d pods", len(workerPods(t, tj, "0")))
+	})
+	var waiting *mlv1.TrainingJob
+	waitFor(t, jobTimeout, "the job waiting, with a condition naming the missing GPUs", func() (bool, string) {
+		waiting = getJob(t, tj)
+		c := meta.FindStatusCondition(waiting.Status.Conditions, "Running")
+		clear := c != nil && c.Status == metav1.ConditionFalse &&
+			(strings.Contains(c.Message, "nvidia.com/gpu") || strings.Contains(strings.ToLower(c.Message), "unschedulable"))
+		return clear, describeJob(waiting)
+	})
+	assert.Contains(t, []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing}, waiting.Status.State, describeJob(waiting))
+
+	require.NoError(t, env.cluster.AddNodes(ctx, cluster.GPUNode(fmt.Sprintf("gpu-node-extra-%s", ns), 8)))
+	running := waitState(t, tj, mlv1.StateRunning)
+	assert.EqualValues(t, workers, running.Status.Workers.Active, describeJob(running))
+
+	// Give the GPUs back before the parallel tests start.
+	require.NoError(t, env.client.Delete(ctx, tj))
+	waitFor(t, jobTimeout, "the job's pods gone", func() (bool, string) {
+		n := len(workerPods(t, tj, "0"))
+		return n == 0, fmt.Sprintf("%d pods left", n)
+	})
+}
+
+// TestGangRestartAfterRankFailure fails rank 1 on the first attempt: every
+// rank is replaced, the restart is counted, and the second attempt completes.
+func TestGangRestartAfterRankFailure(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	tj := simJob(ns, "gang", 2, 1, map[string]string{
+		"sim.ml.example.com/fail-rank":      "1",
+		"sim.ml.example.com/fail-attempt":   "0",
+		"sim.ml.example.com/fail-after":     "2s",
+		"sim.ml.example.com/exit-code":      "137",
+		"sim.ml.example.com/complete-after": "5s",
+	})
+	require.NoError(t, env.client.Create(context.Background(), tj))
+
+	var first []corev1.Pod
+	waitFor(t, jobTimeout, "attempt 0 running", func() (bool, string) {
+		first = workerPods(t, tj, "0")
+		return len(first) == 2, fmt.Sprintf("%d pods", len(first))
+	})
+	done := waitState(t, tj, mlv1.StateCompleted)
+	assert.EqualValues(t, 1, done.Status.Restarts, describeJob(done))
+
+	second := workerPods(t, tj, "1")
+	require.Len(t, second, 2, "the whole gang came back as attempt 1")
+	for i, p := range second {
+		assert.NotEqual(t, first[i].UID, p.UID, "rank %d is a new pod", i)
+		assert.Equal(t, corev1.PodSucceeded, p.Status.Phase, p.Name)
+	}
+	assert.Empty(t, workerPods(t, tj, "0"), "attempt 0's pods are deleted")
+}
+
+// TestEvictionSpendsNoBackoff evicts rank 0 (as a kubelet under node pressure
+// does): the gang restarts as a disruption, and backoffLimit 0 is not spent.
+func TestEvictionSpendsNoBackoff(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	tj := simJob(ns, "evicted", 2, 1, map[string]string{
+		"sim.ml.example.com/evict-rank":     "0",
+		"sim.ml.example.com/evict-attempt":  "0",
+		"sim.ml.example.com/evict-after":    "2s",
+		"sim.ml.example.com/complete-after": "5s",
+	})
+	tj.Spec.BackoffLimit = ptr.To(int32(0))
+	require.NoError(t, env.client.Create(context.Background(), tj))
+
+	done := waitState(t, tj, mlv1.StateCompleted)
+	assert.EqualValues(t, 0, done.Status.Restarts, "an eviction is not a failure: %s", describeJob(done))
+	assert.GreaterOrEqual(t, done.Status.Disruptions, int32(1), describeJob(done))
+	assert.Len(t, workerPods(t, tj, "1"), 2, "the gang was recreated as attempt 1")
+}

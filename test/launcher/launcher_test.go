@@ -1,5 +1,3 @@
-// Package launcher runs the environment the operator generates under real
-// launchers, to prove it is what they expect.
 package launcher
 
 import (
@@ -18,24 +16,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
-// Debian's python3-torch installs for Debian's own interpreter; the python3
-// first on PATH may be another one without torch.
-const (
-	torchrun = "/usr/bin/torchrun"
-	python3  = "/usr/bin/python3"
-)
-
 func requireTorch(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(torchrun); err != nil {
-		t.Skipf("python3-torch is not installed (%s missing); .ci/run installs it", torchrun)
+	if _, err := os.Stat(Torchrun); err != nil {
+		t.Skipf("python3-torch is not installed (%s missing); .ci/run installs it", Torchrun)
 	}
 }
 
@@ -45,32 +35,6 @@ func freePort(t *testing.T) int32 {
 	require.NoError(t, err)
 	defer l.Close()
 	return int32(l.Addr().(*net.TCPAddr).Port)
-}
-
-// podEnv resolves a pod's container env the way the kubelet would on this
-// machine: downward-API fields get the pod's name and 127.0.0.1, and rank 0's
-// FQDN (which only cluster DNS resolves) is mapped to 127.0.0.1 after
-// checking the operator set it to exactly that FQDN.
-func podEnv(t *testing.T, job *mlv1.TrainingJob, pod *corev1.Pod) []string {
-	t.Helper()
-	fqdn := mlv1.MasterAddr(job.Name, job.Namespace)
-	env := []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "PET_REDIRECTS=1", "PET_TEE=1"}
-	for _, e := range pod.Spec.Containers[0].Env {
-		v := e.Value
-		switch {
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			v = pod.Name
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
-			v = "127.0.0.1"
-		case e.Name == "MASTER_ADDR" || e.Name == "PET_MASTER_ADDR":
-			require.Equal(t, fqdn, v, "%s must be rank 0's FQDN", e.Name)
-			v = "127.0.0.1"
-		}
-		env = append(env, e.Name+"="+v)
-	}
-	// Debian's torch 1.13 on Python 3.11 crashes with the default
-	// --redirects 0 (PET_REDIRECTS/PET_TEE above); not part of the contract.
-	return env
 }
 
 // Two real torchrun processes, configured only by the operator's env for a
@@ -94,7 +58,8 @@ func TestTorchrunFormsGroupFromOperatorEnv(t *testing.T) {
 	var procs []proc
 	for rank := int32(0); rank < 2; rank++ {
 		pod := trainingjob.DesiredWorkerPod(job, rank, 0, cfg)
-		env := podEnv(t, job, pod)
+		env, err := PodEnv(job, pod, t.TempDir())
+		require.NoError(t, err)
 		envMap := map[string]string{}
 		for _, kv := range env {
 			k, v, _ := strings.Cut(kv, "=")
@@ -104,7 +69,7 @@ func TestTorchrunFormsGroupFromOperatorEnv(t *testing.T) {
 		require.Equal(t, "2", envMap["PET_NNODES"])
 		require.Equal(t, strconv.Itoa(int(rank)), envMap["PET_NODE_RANK"])
 
-		cmd := exec.CommandContext(ctx, torchrun, script)
+		cmd := exec.CommandContext(ctx, Torchrun, script)
 		cmd.Env = append(env, "EXPECTED_WORLD_SIZE="+envMap["WORLD_SIZE"], "BACKEND="+string(job.Spec.EffectiveBackend()))
 		out := &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out

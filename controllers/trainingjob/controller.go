@@ -250,6 +250,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// job must not overwrite counters a newer pass wrote. (A merge patch
 		// would also drop the zero-valued, required worker counts.)
 		if err := r.client.Status().Update(ctx, job); err != nil {
+			// What this pass scraped is lost with the write: scrape again on
+			// the next pass rather than an interval later.
+			r.scrapes.forget(req.NamespacedName)
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				// A newer version exists; its own event reconciles it.
 				return ctrl.Result{}, nil

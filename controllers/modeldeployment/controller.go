@@ -129,7 +129,8 @@ func (r *Reconciler) deleteIfExists(ctx context.Context, obj client.Object) erro
 	return err
 }
 
-// requeueAfter is the sooner of d and the next health interval.
+// sooner is the shorter of two positive requeue delays (a non-positive one
+// is ignored).
 func sooner(a, b time.Duration) time.Duration {
 	if a <= 0 {
 		return b

@@ -8,12 +8,43 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// event is emitted after the status write.
+type event struct{ eventType, reason, action, note string }
+
+// pass is the outcome of one reconcile pass.
+type pass struct {
+	status       mlv1.ModelDeploymentStatus
+	events       []event
+	rollbacks    []mlv1.FailedVersion
+	requeueAfter time.Duration
+}
+
+func (p *pass) normal(reason, action, format string, args ...any) {
+	p.events = append(p.events, event{corev1.EventTypeNormal, reason, action, fmt.Sprintf(format, args...)})
+}
+
+func (p *pass) warning(reason, action, format string, args ...any) {
+	p.events = append(p.events, event{corev1.EventTypeWarning, reason, action, fmt.Sprintf(format, args...)})
+}
+
+// Event reasons.
+const (
+	EventCreated        = "Created"
+	EventScaled         = "Scaled"
+	EventDegraded       = "Degraded"
+	EventRemediated     = "Remediated"
+	EventRolledBack     = "RolledBack"
+	EventPromoted       = "Promoted"
+	EventVersionRemoved = "VersionRemoved"
 )
 
 // passState carries one pass's observations and decisions from step to step.

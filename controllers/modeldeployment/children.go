@@ -3,7 +3,6 @@ package modeldeployment
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -18,36 +17,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-)
-
-// event is emitted after the status write.
-type event struct{ eventType, reason, action, note string }
-
-// pass is the outcome of one reconcile pass.
-type pass struct {
-	status       mlv1.ModelDeploymentStatus
-	events       []event
-	rollbacks    []mlv1.FailedVersion
-	requeueAfter time.Duration
-}
-
-func (p *pass) normal(reason, action, format string, args ...any) {
-	p.events = append(p.events, event{corev1.EventTypeNormal, reason, action, fmt.Sprintf(format, args...)})
-}
-
-func (p *pass) warning(reason, action, format string, args ...any) {
-	p.events = append(p.events, event{corev1.EventTypeWarning, reason, action, fmt.Sprintf(format, args...)})
-}
-
-// Event reasons.
-const (
-	EventCreated        = "Created"
-	EventScaled         = "Scaled"
-	EventDegraded       = "Degraded"
-	EventRemediated     = "Remediated"
-	EventRolledBack     = "RolledBack"
-	EventPromoted       = "Promoted"
-	EventVersionRemoved = "VersionRemoved"
 )
 
 // observed is what exists in the cluster for one ModelDeployment.

@@ -158,6 +158,9 @@ func TestReadinessGatedWeights(t *testing.T) {
 	h.create(testutil.ModelDeployment("gated", "").Router(mlv1.RouterGatewayAPI).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
 	h.reconcile("gated")
+	evs := h.events()
+	assert.True(t, hasEvent(evs, "Normal Created", "gated-v1"), "events: %v", evs)
+	assert.True(t, hasEvent(evs, "Normal Created", "gated-v2"), "events: %v", evs)
 	md := h.md("gated")
 	assert.Equal(t, mlv1.PhasePending, md.Status.Phase)
 	assert.Equal(t, map[string]int32{"v1": 0, "v2": 0}, activeWeights(md))
@@ -738,4 +741,33 @@ func TestZeroWeightVersionIsNotAFailedRollout(t *testing.T) {
 	h.clock.Step(61 * time.Second)
 	h.reconcile("zw")
 	require.Len(t, h.md("zw").Status.FailedVersions, 1, "then the deadline applies")
+}
+
+// Envoy refuses a split whose weights sum to 0, so while no version is Ready
+// the VirtualService carries the requested weights; once one is Ready it
+// carries the effective ones.
+func TestIstioWithNothingReadyRoutesAsRequested(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("mesh", "").Router(mlv1.RouterIstio).
+		Version("v1", 70, "s3://m/v1").Version("v2", 30, "s3://m/v2").Obj())
+	weights := func() map[string]int64 {
+		vs := &unstructured.Unstructured{}
+		vs.SetAPIVersion("networking.istio.io/v1")
+		vs.SetKind("VirtualService")
+		get(t, h.ns, "mesh", vs)
+		httpRoutes, _, _ := unstructured.NestedSlice(vs.Object, "spec", "http")
+		out := map[string]int64{}
+		for _, d := range httpRoutes[0].(map[string]any)["route"].([]any) {
+			subset, _, _ := unstructured.NestedString(d.(map[string]any), "destination", "subset")
+			out[subset] = d.(map[string]any)["weight"].(int64)
+		}
+		return out
+	}
+	h.reconcile("mesh")
+	assert.Equal(t, map[string]int64{"v1": 70, "v2": 30}, weights())
+	assert.Equal(t, map[string]int32{"v1": 0, "v2": 0}, activeWeights(h.md("mesh")), "status shows the effective weights")
+
+	h.setReady("mesh-v2", 1)
+	h.reconcile("mesh")
+	assert.Equal(t, map[string]int64{"v1": 0, "v2": 100}, weights())
 }

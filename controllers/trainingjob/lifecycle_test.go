@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -292,14 +293,28 @@ func TestSeedExamplesCreatePods(t *testing.T) {
 		objs, err := testutil.ReadManifests(path)
 		require.NoError(t, err)
 		for _, u := range objs {
-			if u.GetKind() != "TrainingJob" || u.GetAPIVersion() != mlv1.GroupVersion.String() {
+			if u.GetKind() != "TrainingJob" {
 				continue
 			}
-			t.Run(u.GetName(), func(t *testing.T) {
+			t.Run(u.GetAPIVersion()+"/"+u.GetName(), func(t *testing.T) {
 				ns := testutil.Namespace(t, env.Client)
 				job := &mlv1.TrainingJob{}
-				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, job))
+				switch u.GetAPIVersion() {
+				case mlv1.GroupVersion.String():
+					require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, job))
+				case mlv1alpha1.GroupVersion.String():
+					// The conversion webhook's own code: this suite serves no
+					// webhooks (webhooks/ has the end-to-end conversion tests).
+					old := &mlv1alpha1.TrainingJob{}
+					require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, old))
+					require.NoError(t, old.ConvertTo(job))
+					assert.Equal(t, old.Spec.Workers, job.Spec.NumWorkers)
+					assert.Equal(t, old.Spec.GPUPerWorker, job.Spec.EffectiveGPUs())
+				default:
+					t.Fatalf("unknown version %s", u.GetAPIVersion())
+				}
 				job.Namespace = ns
+				job.ResourceVersion = ""
 				require.NoError(t, env.Client.Create(ctx, job))
 				want := int(job.Spec.EffectiveNumWorkers())
 				got := waitPods(t, job, want, 0)
@@ -313,12 +328,21 @@ func TestSeedExamplesCreatePods(t *testing.T) {
 					for k := range job.Spec.Hyperparameters {
 						assert.Contains(t, e, "HYPERPARAM_"+strings.ToUpper(k))
 					}
+					c := p.Spec.Containers[0]
+					assert.Equal(t, job.Spec.Command, c.Command)
+					assert.Equal(t, job.Spec.Args, c.Args)
+					gpus := c.Resources.Limits.Name("nvidia.com/gpu", "0").Value()
+					assert.Equal(t, int64(job.Spec.EffectiveGPUs()), gpus)
+					assert.Equal(t, job.Spec.EffectiveCheckpointPath(), e["CHECKPOINT_DIR"])
+					if dv := job.Spec.DataVolume; dv != nil {
+						assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data"})
+					}
 				}
 				tested++
 			})
 		}
 	}
-	require.Positive(t, tested, "no v1 TrainingJob seed example found")
+	require.Equal(t, 3, tested, "TrainingJob seed examples (one v1, two v1alpha1)")
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -236,11 +236,23 @@ func TestCSVRelatedImages(t *testing.T) {
 	}
 }
 
-// TestCSVALMExamplesAreValidJSON: alm-examples must parse (OperatorHub shows it).
-func TestCSVALMExamplesAreValidJSON(t *testing.T) {
+// TestCSVALMExamples: alm-examples (from config/samples) parse and give an
+// example for each kind, which OperatorHub shows as the starting point.
+func TestCSVALMExamples(t *testing.T) {
 	var examples []map[string]any
 	if err := json.Unmarshal([]byte(loadBundle(t).CSV.Annotations["alm-examples"]), &examples); err != nil {
 		t.Fatalf("alm-examples is not a JSON list: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, e := range examples {
+		if e["apiVersion"] == "ml.example.com/v1" {
+			kinds[e["kind"].(string)]++
+		}
+	}
+	for _, kind := range []string{"TrainingJob", "ModelDeployment"} {
+		if kinds[kind] == 0 {
+			t.Errorf("alm-examples has no ml.example.com/v1 %s (got %v)", kind, kinds)
+		}
 	}
 }
 

@@ -332,12 +332,15 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	}
 
 	attempt := st.Attempt()
-	var current, stale []*corev1.Pod
+	var current, ps, stale []*corev1.Pod
 	for _, pod := range pods {
-		if attemptOf(pod) == attempt {
-			current = append(current, pod)
-		} else {
+		switch {
+		case attemptOf(pod) != attempt:
 			stale = append(stale, pod)
+		case isPS(pod):
+			ps = append(ps, pod)
+		default:
+			current = append(current, pod)
 		}
 	}
 	nodes, err := r.nodeInfos(ctx, pods)
@@ -348,7 +351,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 		return err
 	}
 
-	d := decide(gangState{job: job, pods: current, nodes: nodes, seenRanks: seenRanks(st),
+	d := decide(gangState{job: job, pods: current, ps: ps, nodes: nodes, seenRanks: seenRanks(st),
 		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod})
 	switch d.kind {
 	case complete:
@@ -379,7 +382,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 			return nil
 		}
 	}
-	if err := r.createMissing(ctx, p, current, attempt); err != nil {
+	if err := r.createMissing(ctx, p, current, ps, attempt); err != nil {
 		return err
 	}
 	observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
@@ -606,19 +609,27 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 
 // createMissing creates the pods of ranks that have none, in parallel with
 // a bounded fan-out.
-func (r *Reconciler) createMissing(ctx context.Context, p *pass, current []*corev1.Pod, attempt int32) error {
+func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*corev1.Pod, attempt int32) error {
 	job := p.job
-	have := map[int32]bool{}
-	for _, pod := range current {
-		have[rankOf(pod)] = true
+	have := map[string]bool{}
+	for _, pod := range append(append([]*corev1.Pod(nil), current...), ps...) {
+		have[pod.Name] = true
+	}
+	var want []*corev1.Pod
+	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+		want = append(want, desiredWorkerPod(job, rank, attempt, &r.cfg))
+	}
+	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		for i := int32(0); i < job.Spec.ParameterServers; i++ {
+			want = append(want, desiredPSPod(job, i, attempt, &r.cfg))
+		}
 	}
 	var missing []*corev1.Pod
-	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
-		name := mlv1.WorkerPodName(job.Name, rank)
-		if have[rank] || r.expect.pendingCreate(job.UID, createKey(name, attempt), p.now) {
+	for _, pod := range want {
+		if have[pod.Name] || r.expect.pendingCreate(job.UID, createKey(pod.Name, attempt), p.now) {
 			continue
 		}
-		missing = append(missing, desiredWorkerPod(job, rank, attempt, &r.cfg))
+		missing = append(missing, pod)
 	}
 	if len(missing) == 0 {
 		return nil
@@ -657,8 +668,8 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current []*core
 			now := metav1.NewTime(p.now)
 			st.StartTime = &now
 		}
-		p.event(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d worker pods (attempt %d)",
-			created, job.Spec.EffectiveNumWorkers(), attempt)
+		p.event(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d pods (attempt %d)",
+			created, len(want), attempt)
 	}
 	return errors.Join(all...)
 }

@@ -176,6 +176,34 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	}
 }
 
+// desiredPSPod is a TensorFlow parameter server of a gang attempt: the
+// worker pod's settings, without GPUs, named <name>-ps-<i>, with TF_CONFIG
+// task type ps.
+func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *corev1.Pod {
+	pod := desiredWorkerPod(job, index, attempt, cfg)
+	name := mlv1.PSPodName(job.Name, index)
+	pod.Name, pod.Spec.Hostname = name, name
+	pod.Labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypePS
+	c := &pod.Spec.Containers[0]
+	gpu := job.Spec.EffectiveGPUResourceName()
+	delete(c.Resources.Limits, gpu)
+	delete(c.Resources.Requests, gpu)
+	for k := range cfg.GPUNodeSelector {
+		if _, user := job.Spec.Scheduling.NodeSelector[k]; !user {
+			delete(pod.Spec.NodeSelector, k)
+		}
+	}
+	if len(pod.Spec.NodeSelector) == 0 {
+		pod.Spec.NodeSelector = nil
+	}
+	for i := range c.Env {
+		if c.Env[i].Name == "TF_CONFIG" {
+			c.Env[i].Value = tfConfigFor(job, "ps", index)
+		}
+	}
+	return pod
+}
+
 // workerResources are spec.resources with the GPUs set as requests = limits.
 func workerResources(spec *mlv1.TrainingJobSpec) corev1.ResourceRequirements {
 	res := *spec.Resources.DeepCopy()
@@ -349,7 +377,10 @@ type TFTask struct {
 }
 
 // tfConfig is the TF_CONFIG of a worker rank.
-func tfConfig(job *mlv1.TrainingJob, rank int32) string {
+func tfConfig(job *mlv1.TrainingJob, rank int32) string { return tfConfigFor(job, "worker", rank) }
+
+// tfConfigFor is the TF_CONFIG of a task of type worker or ps.
+func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
 	port := job.Spec.EffectiveMasterPort()
 	cluster := map[string][]string{}
 	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
@@ -359,7 +390,7 @@ func tfConfig(job *mlv1.TrainingJob, rank int32) string {
 		cluster["ps"] = append(cluster["ps"], fmt.Sprintf("%s.%s.%s.svc:%d",
 			mlv1.PSPodName(job.Name, i), mlv1.WorkersServiceName(job.Name), job.Namespace, port))
 	}
-	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: "worker", Index: rank}})
+	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: taskType, Index: index}})
 	return string(b)
 }
 

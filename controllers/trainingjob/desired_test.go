@@ -355,3 +355,32 @@ func TestCheckpointEnvForObjectStorage(t *testing.T) {
 		}
 	}
 }
+
+func TestDesiredPSPod(t *testing.T) {
+	job := testJob(mlv1.FrameworkTensorFlow)
+	job.Spec.ParameterServers = 2
+	got := desiredPSPod(job, 1, 0, &testCfg)
+	if got.Name != "bert-ps-1" || got.Spec.Hostname != "bert-ps-1" || got.Spec.Subdomain != "bert-workers" {
+		t.Errorf("name %s hostname %s subdomain %s", got.Name, got.Spec.Hostname, got.Spec.Subdomain)
+	}
+	if got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	if diff := cmp.Diff(corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}, got.Spec.Containers[0].Resources); diff != "" {
+		t.Errorf("parameter servers hold no GPUs (-want +got):\n%s", diff)
+	}
+	if got.Spec.NodeSelector != nil {
+		t.Errorf("parameter servers need no GPU node: %v", got.Spec.NodeSelector)
+	}
+	var cfg TFConfig
+	for _, e := range got.Spec.Containers[0].Env {
+		if e.Name == "TF_CONFIG" {
+			if err := json.Unmarshal([]byte(e.Value), &cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if cfg.Task != (TFTask{Type: "ps", Index: 1}) || len(cfg.Cluster["ps"]) != 2 || cfg.Cluster["ps"][1] != "bert-ps-1.bert-workers.team-a.svc:29500" {
+		t.Errorf("TF_CONFIG %+v", cfg)
+	}
+}

@@ -153,6 +153,30 @@ func TestFailedRankWithRestartPolicyNever(t *testing.T) {
 	assert.Contains(t, ev["Failed"], "RestartPolicyNever")
 }
 
+// A TensorFlow job with a parameter server: workers and ps pods listed in
+// TF_CONFIG exist; the job completes when the workers do, and the still
+// running ps is cleaned up.
+func TestTensorFlowParameterServers(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client)
+	job := create(t, testutil.TrainingJob("tfps", ns).Framework(mlv1.FrameworkTensorFlow).Workers(2).GPUs(0).ParameterServers(1))
+	testutil.Eventually(t, func() bool { return len(pods(t, job)) == 3 }, "2 workers and 1 ps")
+	ps := &corev1.Pod{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tfps-ps-0"}, ps))
+	ownedBy(t, ps, get(t, job))
+	assert.Equal(t, "ps", ps.Labels[mlv1.LabelReplicaType])
+	assert.Contains(t, envOf(ps)["TF_CONFIG"], `"task":{"type":"ps","index":0}`)
+	require.NoError(t, testutil.SetPodPhase(ctx, env.Client, ns, "tfps-ps-0", corev1.PodRunning))
+	setAll(t, job, 2, corev1.PodRunning)
+	j := waitState(t, job, mlv1.StateRunning)
+	assert.Equal(t, mlv1.WorkerCounts{Active: 2}, j.Status.Workers, "workers only")
+	setAll(t, job, 2, corev1.PodSucceeded)
+	waitState(t, job, mlv1.StateCompleted)
+	testutil.Eventually(t, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tfps-ps-0"}, &corev1.Pod{}))
+	}, "running ps deleted by cleanPodPolicy Running")
+	assert.Len(t, pods(t, job), 2)
+}
+
 // suspend deletes the pods and keeps the rest; resume recreates the gang.
 func TestSuspendResume(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client)

@@ -93,8 +93,11 @@ func (n nodeInfo) lost(now time.Time, grace time.Duration) (bool, time.Time) {
 // gangState is everything decide looks at, gathered by the controller.
 type gangState struct {
 	job *mlv1.TrainingJob
-	// pods of the current attempt, by rank label.
+	// pods are the current attempt's worker pods.
 	pods []*corev1.Pod
+	// ps are the current attempt's TensorFlow parameter-server pods; they
+	// fail and get disrupted like ranks, but do not decide completion.
+	ps []*corev1.Pod
 	// nodes by name, for the nodes the pods are bound to.
 	nodes map[string]nodeInfo
 	// seenRanks are ranks whose pod an earlier pass observed in this attempt
@@ -112,9 +115,10 @@ type gangState struct {
 func decide(g gangState) decision {
 	spec := &g.job.Spec
 	pods := sortedByRank(g.pods)
+	all := append(append([]*corev1.Pod(nil), pods...), sortedByRank(g.ps)...)
 
 	var recheck time.Time
-	for _, p := range pods {
+	for _, p := range all {
 		if reason, msg, ok := disruptionOf(p, g.nodes, g.now, g.nodeGrace, &recheck); ok {
 			return decision{kind: restartForDisruption, reason: reason, message: msg}
 		}
@@ -130,7 +134,7 @@ func decide(g gangState) decision {
 		}
 	}
 
-	for _, p := range pods {
+	for _, p := range all {
 		if p.Status.Phase != corev1.PodFailed {
 			continue
 		}
@@ -158,7 +162,7 @@ func decide(g gangState) decision {
 func failureDecision(job *mlv1.TrainingJob, p *corev1.Pod) decision {
 	spec := &job.Spec
 	code, why := exitOf(p)
-	what := fmt.Sprintf("rank %d (pod %s) failed: %s", rankOf(p), p.Name, why)
+	what := fmt.Sprintf("%s failed: %s", describePod(p), why)
 	switch spec.EffectiveRestartPolicy() {
 	case mlv1.RestartPolicyNever:
 		return decision{kind: fail, reason: ReasonRestartPolicyNever, message: what + "; restartPolicy is Never"}
@@ -209,7 +213,7 @@ var disruptionReasons = map[string]string{
 // disruptionOf reports whether a pod was disrupted, and why. recheck is moved
 // earlier when the pod's node is NotReady but still inside the grace period.
 func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace time.Duration, recheck *time.Time) (string, string, bool) {
-	rank := rankOf(p)
+	who := describePod(p)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			reason := ReasonEvicted
@@ -219,12 +223,12 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 			if c.Reason == "DeletionByTaintManager" {
 				reason = ReasonNodeLost
 			}
-			return reason, fmt.Sprintf("rank %d (pod %s) disrupted: %s %s", rank, p.Name, c.Reason, c.Message), true
+			return reason, fmt.Sprintf("%s disrupted: %s %s", who, c.Reason, c.Message), true
 		}
 	}
 	if p.Status.Phase == corev1.PodFailed {
 		if reason, ok := disruptionReasons[p.Status.Reason]; ok {
-			return reason, fmt.Sprintf("rank %d (pod %s) disrupted: %s %s", rank, p.Name, p.Status.Reason, p.Status.Message), true
+			return reason, fmt.Sprintf("%s disrupted: %s %s", who, p.Status.Reason, p.Status.Message), true
 		}
 	}
 	if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded {
@@ -235,7 +239,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 				if !n.gone {
 					state = fmt.Sprintf("has been NotReady since %s", n.notReadySince.UTC().Format(time.RFC3339))
 				}
-				return ReasonNodeLost, fmt.Sprintf("rank %d (pod %s): node %s %s", rank, p.Name, p.Spec.NodeName, state), true
+				return ReasonNodeLost, fmt.Sprintf("%s: node %s %s", who, p.Spec.NodeName, state), true
 			}
 			if !at.IsZero() && (recheck.IsZero() || at.Before(*recheck)) {
 				*recheck = at
@@ -245,7 +249,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 	if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 		// The operator deletes pods of the current attempt only after moving
 		// to a new attempt, so this deletion came from someone else.
-		return ReasonPodDeleted, fmt.Sprintf("rank %d: pod %s is being deleted", rank, p.Name), true
+		return ReasonPodDeleted, fmt.Sprintf("%s is being deleted", who), true
 	}
 	return "", "", false
 }
@@ -304,7 +308,21 @@ func backoffFor(restarts int32, base, maxBackoff time.Duration) time.Duration {
 	return d
 }
 
-// rankOf is a pod's rank label, -1 when missing or malformed.
+// describePod names a pod for messages: "rank 1 (pod x-worker-1)" or
+// "ps 0 (pod x-ps-0)".
+func describePod(p *corev1.Pod) string {
+	kind := "rank"
+	if isPS(p) {
+		kind = "ps"
+	}
+	return fmt.Sprintf("%s %d (pod %s)", kind, rankOf(p), p.Name)
+}
+
+// isPS reports a TensorFlow parameter-server pod.
+func isPS(p *corev1.Pod) bool { return p.Labels[mlv1.LabelReplicaType] == mlv1.ReplicaTypePS }
+
+// rankOf is a pod's rank label (a parameter server's index), -1 when
+// missing or malformed.
 func rankOf(p *corev1.Pod) int32 {
 	n, err := strconv.Atoi(p.Labels[mlv1.LabelRank])
 	if err != nil {

@@ -255,6 +255,24 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+func TestDecideParameterServers(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	job.Spec.Framework, job.Spec.ParameterServers = mlv1.FrameworkTensorFlow, 1
+	ps := desiredPSPod(job, 0, 0, &testCfg)
+	ps.Status.Phase = corev1.PodRunning
+
+	// Workers done, the parameter server still serving: complete.
+	if d := decide(gangState{job: job, pods: succeededGang(job), ps: []*corev1.Pod{ps}, now: t0}); d.kind != complete {
+		t.Errorf("kind %d (%s), want complete", d.kind, d.message)
+	}
+	// A failed parameter server restarts the gang like a failed rank.
+	exited(1, "Error")(ps)
+	d := decide(gangState{job: job, pods: gang(job, -1), ps: []*corev1.Pod{ps}, now: t0})
+	if d.kind != restartForFailure || !strings.Contains(d.message, "ps 0 (pod bert-ps-0) failed") {
+		t.Errorf("kind %d message %q", d.kind, d.message)
+	}
+}
+
 func TestDecideRechecksNotReadyNodeAtGraceEnd(t *testing.T) {
 	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
 	d := decide(gangState{job: job, pods: gang(job, 1, onNode("n1")), now: t0, nodeGrace: 2 * time.Minute,

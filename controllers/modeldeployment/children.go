@@ -2,7 +2,9 @@ package modeldeployment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,14 +119,16 @@ func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
 // Deployments, Services and HPAs, the stable Service and the router.
 func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 	md, spec, obs, router := s.md, &s.md.Spec, s.obs, s.router
-	if err := r.apply(ctx, desiredConfigMap(md)); err != nil {
+	cm := desiredConfigMap(md)
+	if _, err := r.applyChild(ctx, cm, &corev1.ConfigMap{}, func(a map[string]string) { cm.WithAnnotations(a) }); err != nil {
 		return fmt.Errorf("applying ConfigMap: %w", err)
 	}
 	minReplicas := max(1, spec.Scaling.MinReplicas)
 	maxReplicas := max(minReplicas, spec.EffectiveMaxReplicas())
 	for i, v := range spec.Versions {
 		if spec.Storage != nil {
-			if err := r.apply(ctx, desiredModelCacheClaim(md, v.Name, obs.claims[v.Name])); err != nil {
+			pvc := desiredModelCacheClaim(md, v.Name, obs.claims[v.Name])
+			if _, err := r.applyChild(ctx, pvc, &corev1.PersistentVolumeClaim{}, func(a map[string]string) { pvc.WithAnnotations(a) }); err != nil {
 				return fmt.Errorf("applying model cache PVC of version %s: %w", v.Name, err)
 			}
 		}
@@ -141,24 +146,29 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		if err != nil {
 			return err
 		}
-		if err := r.apply(ctx, d); err != nil {
+		applied, err := r.applyChild(ctx, d, &appsv1.Deployment{}, func(a map[string]string) { d.WithAnnotations(a) })
+		if err != nil {
 			return fmt.Errorf("applying Deployment of version %s: %w", v.Name, err)
 		}
 		if obs.deployments[v.Name] == nil {
 			s.normal(EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
 		}
-		if d.Spec != nil && d.Spec.Replicas != nil {
+		if applied && d.Spec != nil && d.Spec.Replicas != nil {
 			// The apply answers with the live object: the replicas the HPA
 			// (or the API default) decided.
 			s.results[i].desired = *d.Spec.Replicas
 		}
-		if err := r.apply(ctx, desiredVersionService(md, v.Name)); err != nil {
+		svc := desiredVersionService(md, v.Name)
+		if _, err := r.applyChild(ctx, svc, &corev1.Service{}, func(a map[string]string) { svc.WithAnnotations(a) }); err != nil {
 			return fmt.Errorf("applying Service of version %s: %w", v.Name, err)
 		}
 		if replicas != nil {
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{
-				Name: mlv1.VersionResourceName(md.Name, v.Name), Namespace: md.Namespace}}
-			if err := r.deleteIfExists(ctx, hpa); err != nil {
+			hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+			err := r.Client.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: mlv1.VersionResourceName(md.Name, v.Name)}, hpa)
+			if err == nil {
+				err = r.deleteIfExists(ctx, hpa)
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting HPA of version %s: %w", v.Name, err)
 			}
 			continue
@@ -167,11 +177,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		if err != nil {
 			return err
 		}
-		if err := r.apply(ctx, hpa); err != nil {
+		if _, err := r.applyChild(ctx, hpa, &autoscalingv2.HorizontalPodAutoscaler{}, func(a map[string]string) { hpa.WithAnnotations(a) }); err != nil {
 			return fmt.Errorf("applying HPA of version %s: %w", v.Name, err)
 		}
 	}
-	if err := r.apply(ctx, desiredStableService(md)); err != nil {
+	stable := desiredStableService(md)
+	if _, err := r.applyChild(ctx, stable, &corev1.Service{}, func(a map[string]string) { stable.WithAnnotations(a) }); err != nil {
 		return fmt.Errorf("applying stable Service: %w", err)
 	}
 
@@ -203,6 +214,42 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		}
 	}
 	return nil
+}
+
+// AnnotationApplyHash on a child holds the hash of the apply configuration the
+// operator last applied to it.
+const AnnotationApplyHash = "ml.example.com/apply-hash"
+
+// appliable is an apply configuration that knows its name.
+type appliable interface {
+	runtime.ApplyConfiguration
+	GetName() *string
+	GetNamespace() *string
+}
+
+// applyChild server-side-applies ac unless the live object (read into live,
+// from the cache in the manager) already carries the hash of this exact
+// apply configuration. A pass runs on every health interval; re-sending
+// unchanged children would spend the client's rate budget on no-op writes.
+// Edits others make to fields the operator owns are corrected on the next
+// change of the ModelDeployment. annotate adds the hash to ac.
+func (r *Reconciler) applyChild(ctx context.Context, ac appliable, live client.Object, annotate func(map[string]string)) (bool, error) {
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return false, err
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	hash := fmt.Sprintf("%016x", h.Sum64())
+	key := client.ObjectKey{Namespace: ptr.Deref(ac.GetNamespace(), ""), Name: ptr.Deref(ac.GetName(), "")}
+	switch err := r.Client.Get(ctx, key, live); {
+	case err == nil && live.GetAnnotations()[AnnotationApplyHash] == hash:
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, err
+	}
+	annotate(map[string]string{AnnotationApplyHash: hash})
+	return true, r.apply(ctx, ac)
 }
 
 // toUnstructured turns an apply configuration into an unstructured object, so

@@ -17,9 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -770,4 +772,48 @@ func TestIstioWithNothingReadyRoutesAsRequested(t *testing.T) {
 	h.setReady("mesh-v2", 1)
 	h.reconcile("mesh")
 	assert.Equal(t, map[string]int64{"v1": 0, "v2": 100}, weights())
+}
+
+// A pass with nothing changed re-sends no cached child (only the router,
+// which is not cached); a change re-sends exactly the children it affects.
+func TestUnchangedChildrenAreNotReapplied(t *testing.T) {
+	h := newHarness(t)
+	base, err := client.NewWithWatch(restCfg, client.Options{Scheme: h.r.Client.Scheme()})
+	require.NoError(t, err)
+	var applied []string
+	h.r.Client = interceptor.NewClient(base, interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			data, _ := json.Marshal(obj)
+			var meta struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			_ = json.Unmarshal(data, &meta)
+			applied = append(applied, meta.Kind+"/"+meta.Metadata.Name)
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+	h.create(testutil.ModelDeployment("quiet", "").Router(mlv1.RouterGatewayAPI).
+		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
+	h.reconcile("quiet")
+	assert.Len(t, applied, 9, "first pass applies everything: %v", applied)
+
+	applied = nil
+	h.clock.Step(30 * time.Second)
+	h.reconcile("quiet")
+	assert.Equal(t, []string{"HTTPRoute/quiet"}, applied)
+
+	applied = nil
+	h.update("quiet", func(md *mlv1.ModelDeployment) { md.Spec.Versions[1].Image = "example.com/server:2" })
+	h.reconcile("quiet")
+	assert.Equal(t, []string{"Deployment/quiet-v2", "HTTPRoute/quiet"}, applied)
+
+	// A child deleted behind the operator's back comes back.
+	applied = nil
+	require.NoError(t, k8s.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "quiet-v1", Namespace: h.ns}}))
+	h.reconcile("quiet")
+	assert.Equal(t, []string{"Service/quiet-v1", "HTTPRoute/quiet"}, applied)
+	get(t, h.ns, "quiet-v1", &corev1.Service{})
 }

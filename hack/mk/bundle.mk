@@ -10,9 +10,12 @@ BUNDLE_GEN_FLAGS ?= -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
 # kept in the CSV base instead, so it is pointed at an empty API directory.
 OLM_NO_APIS := tmp/olm-no-apis
 # The catalog: one directory per package, with a template of channel entries
-# and one rendered bundle per released version (catalog/README.md).
+# and one rendered bundle per released version (docs/install.md, release procedure).
 CATALOG_DIR ?= catalog
 CATALOG_PACKAGE_DIR := $(CATALOG_DIR)/ml-operator
+# IMG split into repository and tag (a registry host may carry a :port).
+IMG_TAG = $(lastword $(subst :, ,$(IMG)))
+IMG_REPO = $(patsubst %:$(IMG_TAG),%,$(IMG))
 
 # The overlay `make bundle` builds: config/manifests with the manager image
 # set to IMG, and RELATED_IMAGE_MANAGER (which generate bundle turns into the
@@ -22,8 +25,8 @@ resources:
 - ../../config/manifests
 images:
 - name: $(IMAGE_TAG_BASE)
-  newName: $(firstword $(subst :, ,$(IMG)))
-  newTag: $(lastword $(subst :, ,$(IMG)))
+  newName: $(IMG_REPO)
+  newTag: $(IMG_TAG)
 replacements:
 - source:
     kind: Deployment
@@ -57,6 +60,7 @@ bundle-validate: operator-sdk ## Validate bundle/ with operator-sdk's operatorfr
 
 .PHONY: catalog-add
 catalog-add: opm ## Render bundle/ into the catalog as VERSION (image BUNDLE_IMG); then add it to the channels (docs/install.md).
+	@grep -q '^  version: $(VERSION)$$' bundle/manifests/ml-operator.clusterserviceversion.yaml || { echo "bundle/ is not version $(VERSION): run make bundle VERSION=$(VERSION) first"; exit 1; }
 	$(OPM) render ./bundle --output yaml \
 		| sed -e 's|^image: ""|image: $(BUNDLE_IMG)|' > $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml
 	@grep -q '^image: $(BUNDLE_IMG)$$' $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml || { echo "image not set in rendered bundle"; exit 1; }

@@ -15,8 +15,8 @@ resources:
 - ../../$(DEPLOY_DIR)
 images:
 - name: $(IMAGE_TAG_BASE)
-  newName: $(firstword $(subst :, ,$(IMG)))
-  newTag: $(lastword $(subst :, ,$(IMG)))
+  newName: $(IMG_REPO)
+  newTag: $(IMG_TAG)
 endef
 
 # The same without the CRDs, so undeploy leaves them (and with them every

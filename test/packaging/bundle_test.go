@@ -12,6 +12,8 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/api/pkg/validation"
 	"github.com/operator-framework/api/pkg/validation/errors"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ml-operator/ml-operator/test/testutil"
@@ -304,5 +306,29 @@ func TestCSVPermissions(t *testing.T) {
 	}
 	if ns := grants(spec.Permissions); !ns["leases:create"] {
 		t.Error("CSV permissions lack the leader-election lease")
+	}
+}
+
+// TestBundleCRDsAreCurrent: the bundle ships the CRDs config/default
+// installs. When the API changes, regenerate with `make bundle` and
+// `make catalog-add` (docs/install.md, release procedure).
+func TestBundleCRDsAreCurrent(t *testing.T) {
+	want := map[string]apiextensionsv1.CustomResourceDefinitionSpec{}
+	for _, crd := range typedOf[*apiextensionsv1.CustomResourceDefinition](buildAndDecode(t, "config/default")) {
+		want[crd.Name] = crd.Spec
+	}
+	for _, crd := range loadBundle(t).V1CRDs {
+		spec, ok := want[crd.Name]
+		if !ok {
+			t.Errorf("bundle ships CRD %s, which config/default does not install", crd.Name)
+			continue
+		}
+		// generate bundle rewrites only the conversion webhook's service
+		// reference (OLM replaces it at install time); compare the rest.
+		got := crd.Spec.DeepCopy()
+		got.Conversion, spec.Conversion = nil, nil
+		if !equality.Semantic.DeepEqual(*got, spec) {
+			t.Errorf("bundle/manifests CRD %s differs from config/crd: run `make bundle VERSION=<current>` and `make catalog-add`", crd.Name)
+		}
 	}
 }

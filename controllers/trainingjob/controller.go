@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -295,6 +296,15 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
+	nodes, err := r.nodeInfos(ctx, pods)
+	if err != nil {
+		return err
+	}
+	// Whatever deleted them (a restart, suspend, cleanup or someone else),
+	// pods stuck Terminating on a lost node must not block the job.
+	if err := r.forceDeleteStuck(ctx, p, pods, nodes); err != nil {
+		return err
+	}
 	if st.State.IsFinished() {
 		return r.reconcileFinished(ctx, p, pods)
 	}
@@ -343,11 +353,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 			current = append(current, pod)
 		}
 	}
-	nodes, err := r.nodeInfos(ctx, pods)
-	if err != nil {
-		return err
-	}
-	if err := r.deleteStale(ctx, p, stale, nodes); err != nil {
+	if err := r.deletePods(ctx, job, stale, p.now); err != nil {
 		return err
 	}
 
@@ -674,11 +680,12 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	return errors.Join(all...)
 }
 
-// deleteStale deletes pods of earlier attempts, force-deleting those stuck
-// Terminating on a lost node once their grace period has passed.
-func (r *Reconciler) deleteStale(ctx context.Context, p *pass, stale []*corev1.Pod, nodes map[string]nodeInfo) error {
+// forceDeleteStuck force-deletes pods stuck Terminating on a lost node once
+// their own grace period has passed: no kubelet will ever confirm them.
+func (r *Reconciler) forceDeleteStuck(ctx context.Context, p *pass, pods []*corev1.Pod, nodes map[string]nodeInfo) error {
 	var errs []error
-	for _, pod := range stale {
+	var forced []string
+	for _, pod := range pods {
 		if pod.DeletionTimestamp == nil {
 			continue
 		}
@@ -700,9 +707,12 @@ func (r *Reconciler) deleteStale(ctx context.Context, p *pass, stale []*corev1.P
 			errs = append(errs, fmt.Errorf("force-deleting pod %s on lost node %s: %w", pod.Name, pod.Spec.NodeName, err))
 			continue
 		}
-		p.event(corev1.EventTypeWarning, "ForceDeleted", "pod %s was stuck terminating on lost node %s; force-deleted", pod.Name, pod.Spec.NodeName)
+		forced = append(forced, fmt.Sprintf("%s (node %s)", pod.Name, pod.Spec.NodeName))
 	}
-	errs = append(errs, r.deletePods(ctx, p.job, stale, p.now))
+	if len(forced) > 0 {
+		p.event(corev1.EventTypeWarning, "ForceDeleted", "force-deleted %d pods stuck terminating on lost nodes: %s",
+			len(forced), strings.Join(forced, ", "))
+	}
 	return errors.Join(errs...)
 }
 

@@ -174,7 +174,8 @@ func TestNodeLossForceDeletesStuckPods(t *testing.T) {
 	step(t, job, time.Minute)
 	waitPods(t, job, 2, 1)
 	ev := waitEvents(t, job, "NodeLost", "ForceDeleted")
-	assert.Contains(t, ev["ForceDeleted"], "stuck terminating on lost node "+node.Name)
+	assert.Contains(t, ev["ForceDeleted"], "stuck terminating on lost nodes")
+	assert.Contains(t, ev["ForceDeleted"], "(node "+node.Name+")")
 }
 
 // A deleted Node disrupts the gang at once.

@@ -142,6 +142,13 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 				replicas = ptr.To[int32](0)
 			}
 		}
+		sizedToZero := replicas != nil
+		if dep := obs.deployments[v.Name]; !sizedToZero && dep != nil && ptr.Deref(dep.Spec.Replicas, 1) == 0 {
+			// An HPA does not scale a Deployment up from zero (it is disabled
+			// there), so a version coming back from zero (a drain or a zero
+			// weight) is set to one replica once; the HPA takes it from there.
+			replicas = ptr.To[int32](1)
+		}
 		d, err := desiredDeployment(md, v, replicas)
 		if err != nil {
 			return err
@@ -162,7 +169,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		if _, err := r.applyChild(ctx, svc, &corev1.Service{}, func(a map[string]string) { svc.WithAnnotations(a) }); err != nil {
 			return fmt.Errorf("applying Service of version %s: %w", v.Name, err)
 		}
-		if replicas != nil {
+		if sizedToZero {
 			hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 			err := r.Client.Get(ctx, client.ObjectKey{Namespace: md.Namespace, Name: mlv1.VersionResourceName(md.Name, v.Name)}, hpa)
 			if err == nil {
@@ -304,6 +311,28 @@ func (r *Reconciler) deleteVersion(ctx context.Context, md *mlv1.ModelDeployment
 		if err := r.deleteIfExists(ctx, o); err != nil {
 			return fmt.Errorf("deleting %T %s of removed version %s: %w", o, o.GetName(), version, err)
 		}
+	}
+	return nil
+}
+
+// scaleToZero removes a draining version's HPA and sets its Deployment's
+// replicas to 0 (a merge patch: the pod template stays as applied).
+func (r *Reconciler) scaleToZero(ctx context.Context, md *mlv1.ModelDeployment, dep *appsv1.Deployment) error {
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(dep), hpa)
+	if err == nil {
+		err = r.deleteIfExists(ctx, hpa)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the HPA of draining Deployment %s: %w", dep.Name, err)
+	}
+	if dep.Spec.Replicas != nil && *dep.Spec.Replicas == 0 {
+		return nil
+	}
+	patch := client.MergeFrom(dep.DeepCopy())
+	dep.Spec.Replicas = ptr.To[int32](0)
+	if err := r.Client.Patch(ctx, dep, patch, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("scaling draining Deployment %s to zero: %w", dep.Name, err)
 	}
 	return nil
 }

@@ -640,6 +640,8 @@ func TestServiceRouterRollbackScalesToZero(t *testing.T) {
 	h.update("svc", func(md *mlv1.ModelDeployment) { md.Spec.Versions[1].ModelPath = "s3://m/v2-fixed" })
 	h.reconcile("svc")
 	get(t, h.ns, "svc-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+	assert.Equal(t, int32(1), *h.deployment("svc-v2").Spec.Replicas, "one replica to start from: an HPA does not scale up from zero")
+	h.reconcile("svc")
 	d := h.deployment("svc-v2")
 	for _, mf := range d.ManagedFields {
 		if mf.Manager == mdctrl.FieldOwner {
@@ -816,4 +818,55 @@ func TestUnchangedChildrenAreNotReapplied(t *testing.T) {
 	h.reconcile("quiet")
 	assert.Equal(t, []string{"Service/quiet-v1", "HTTPRoute/quiet"}, applied)
 	get(t, h.ns, "quiet-v1", &corev1.Service{})
+}
+
+// Under router service a removed version drains by scaling to zero: no
+// weight to set, so its HPA goes and its replicas become 0, then it is deleted.
+func TestServiceRouterDrainScalesToZero(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("sd", "").Router(mlv1.RouterService).HealthCheck(30, 5).
+		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
+	h.reconcile("sd")
+	h.setReady("sd-v1", 1)
+	h.setReady("sd-v2", 1)
+	h.reconcile("sd")
+	get(t, h.ns, "sd-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+
+	h.update("sd", func(md *mlv1.ModelDeployment) {
+		md.Spec.Versions = md.Spec.Versions[:1]
+		md.Spec.Versions[0].Weight = ptr.To[int32](100)
+	})
+	h.reconcile("sd")
+	assert.Equal(t, int32(0), *h.deployment("sd-v2").Spec.Replicas)
+	assert.True(t, gone(t, h.ns, "sd-v2", &autoscalingv2.HorizontalPodAutoscaler{}))
+	assert.Equal(t, "example.com/server:latest", h.deployment("sd-v2").Spec.Template.Spec.Containers[0].Image, "the template is untouched")
+
+	// Brought back while draining: one replica to start from (an HPA does not
+	// scale up from zero), its HPA back, and the replicas left to the HPA after.
+	h.update("sd", func(md *mlv1.ModelDeployment) {
+		md.Spec.Versions[0].Weight = ptr.To[int32](50)
+		md.Spec.Versions = append(md.Spec.Versions, mlv1.ModelVersion{Name: "v2", Weight: ptr.To[int32](50), ModelPath: "s3://m/v2"})
+	})
+	h.reconcile("sd")
+	assert.Equal(t, int32(1), *h.deployment("sd-v2").Spec.Replicas)
+	get(t, h.ns, "sd-v2", &autoscalingv2.HorizontalPodAutoscaler{})
+	h.reconcile("sd")
+	d := h.deployment("sd-v2")
+	assert.Equal(t, int32(1), *d.Spec.Replicas)
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == mdctrl.FieldOwner && mf.Operation == metav1.ManagedFieldsOperationApply {
+			assert.NotContains(t, string(mf.FieldsV1.Raw), `"f:replicas"`, "the HPA owns the replicas again")
+		}
+	}
+
+	// Removed again: drained to zero, then deleted.
+	h.update("sd", func(md *mlv1.ModelDeployment) {
+		md.Spec.Versions = md.Spec.Versions[:1]
+		md.Spec.Versions[0].Weight = ptr.To[int32](100)
+	})
+	h.reconcile("sd")
+	assert.Equal(t, int32(0), *h.deployment("sd-v2").Spec.Replicas)
+	h.clock.Step(30 * time.Second)
+	h.reconcile("sd")
+	assert.True(t, gone(t, h.ns, "sd-v2", &appsv1.Deployment{}))
 }

@@ -310,6 +310,13 @@ func (r *Reconciler) drainRemoved(ctx context.Context, s *passState) error {
 			start = ps.DrainStartTime
 		}
 		if end := start.Add(s.interval); s.now.Before(end) {
+			if s.router == mlv1.RouterService {
+				// Weight 0 under router service is zero replicas: the pods
+				// terminate gracefully and leave the stable Service.
+				if err := r.scaleToZero(ctx, s.md, dep); err != nil {
+					return err
+				}
+			}
 			vs.DrainStartTime = start
 			s.routeWeights = append(s.routeWeights, versionWeight{name: name})
 			s.results, s.vstatus = append(s.results, res), append(s.vstatus, vs)

@@ -272,10 +272,19 @@ func driveTrainingJobs(t *testing.T, ctx context.Context, c client.Client, ns st
 	}
 
 	pod := running("progress")
-	testutil.Eventually(t, func() bool {
+	// Longer than testutil's 10 s: a scrape that lost a race with a status
+	// write is retried after the 15 s scrape interval.
+	deadline := time.Now().Add(40 * time.Second)
+	for {
 		tj := &mlv1.TrainingJob{}
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "progress"}, tj) == nil && tj.Status.CurrentEpoch == 3
-	}, "the operator never read rank 0's progress: %v", lazyStatus{c, ns, "progress"})
+		if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "progress"}, tj) == nil && tj.Status.CurrentEpoch == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the operator never read rank 0's progress: %v", lazyStatus{c, ns, "progress"})
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	exited(pod, corev1.PodSucceeded, 0)
 	waitState("progress", mlv1.StateCompleted)
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -95,11 +97,27 @@ func TestManagerServesTrainingJobMetrics(t *testing.T) {
 	failing := testutil.TrainingJob("doomed", ns).GPUs(0).RestartPolicy(mlv1.RestartPolicyNever).RetainCheckpoints(false).Obj()
 	require.NoError(t, c.Create(ctx, failing))
 
+	retried := testutil.TrainingJob("retried", ns).GPUs(0).RetainCheckpoints(false).Obj()
+	require.NoError(t, c.Create(ctx, retried))
+	trainer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("training_epoch 3\ntraining_loss 0.4\ntraining_accuracy 0.75\n"))
+	}))
+	t.Cleanup(trainer.Close)
+	_, portStr, _ := net.SplitHostPort(trainer.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	progressing := testutil.TrainingJob("progressing", ns).GPUs(0).RetainCheckpoints(false).Hyperparameter("epochs", 10).Obj()
+	progressing.Spec.Metrics.Port = int32(port)
+	require.NoError(t, c.Create(ctx, progressing))
+
 	var pods corev1.PodList
 	testutil.Eventually(t, func() bool {
 		require.NoError(t, c.List(ctx, &pods, client.InNamespace(ns)))
-		return len(pods.Items) == 3
+		return len(pods.Items) == 5
 	}, "pods created")
+	require.NoError(t, testutil.SetPodPhase(ctx, c, ns, "retried-worker-0", corev1.PodFailed,
+		testutil.WithExitCode("trainer", 1, "Error")))
+	require.NoError(t, testutil.SetPodPhase(ctx, c, ns, "progressing-worker-0", corev1.PodRunning,
+		testutil.WithPodIP("127.0.0.1")))
 	for _, p := range []string{"metered-worker-0", "metered-worker-1"} {
 		require.NoError(t, testutil.SetPodPhase(ctx, c, ns, p, corev1.PodRunning))
 	}
@@ -112,15 +130,21 @@ func TestManagerServesTrainingJobMetrics(t *testing.T) {
 		mf = scrape(t, opts.MetricsAddr)
 		running, _ := value(mf, "trainingjob_state", map[string]string{"namespace": ns, "name": "metered", "state": "Running"})
 		failed, _ := value(mf, "trainingjob_failed_total", map[string]string{"namespace": ns, "reason": "RestartPolicyNever"})
-		return running == 1 && failed == 1
-	}, "Running and Failed visible in /metrics")
+		loss, _ := value(mf, "trainingjob_loss", map[string]string{"namespace": ns, "trainingjob": "progressing"})
+		return running == 1 && failed == 1 && loss > 0
+	}, "Running, Failed and progress visible in /metrics")
 
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"trainingjob_created_total", map[string]string{"namespace": ns}, 2},
+		{"trainingjob_created_total", map[string]string{"namespace": ns}, 4},
+		{"trainingjob_restarts_total", map[string]string{"namespace": ns, "reason": "WorkerFailed"}, 1},
+		{"trainingjob_progress_percent", map[string]string{"namespace": ns, "trainingjob": "progressing"}, 30},
+		{"trainingjob_current_epoch", map[string]string{"namespace": ns, "trainingjob": "progressing"}, 3},
+		{"trainingjob_loss", map[string]string{"namespace": ns, "trainingjob": "progressing"}, 0.4},
+		{"trainingjob_accuracy", map[string]string{"namespace": ns, "trainingjob": "progressing"}, 0.75},
 		{"trainingjob_state", map[string]string{"namespace": ns, "name": "metered", "state": "Initializing"}, 0},
 		{"trainingjob_state", map[string]string{"namespace": ns, "name": "doomed", "state": "Failed"}, 1},
 		{"trainingjob_active_workers", jobLabels, 2},

@@ -278,10 +278,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	job := p.job
 	if job.DeletionTimestamp != nil {
-		return r.finalize(ctx, job)
-	}
-	if err := r.syncFinalizer(ctx, job); err != nil {
-		return err
+		return r.releaseFinalizer(ctx, job)
 	}
 	st := &job.Status
 	st.ObservedGeneration = job.Generation
@@ -594,6 +591,11 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 		existing := obj.DeepCopyObject().(client.Object)
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 		if err == nil {
+			if pvc, ok := existing.(*corev1.PersistentVolumeClaim); ok {
+				if err := r.syncPVCOwnership(ctx, job, pvc); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
@@ -834,55 +836,45 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	}
 }
 
-// syncFinalizer holds the finalizer only while the job owns a checkpoint PVC
-// that must outlive it.
-func (r *Reconciler) syncFinalizer(ctx context.Context, job *mlv1.TrainingJob) error {
-	need := job.Spec.UsesCheckpointPVC() && job.Spec.RetainCheckpoints()
-	has := controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer)
-	if need == has {
+// syncPVCOwnership makes the job own its checkpoint PVC exactly when
+// checkpoints are not retained (retainOnDelete may change at any time).
+func (r *Reconciler) syncPVCOwnership(ctx context.Context, job *mlv1.TrainingJob, pvc *corev1.PersistentVolumeClaim) error {
+	owned := false
+	var others []metav1.OwnerReference
+	for _, ref := range pvc.OwnerReferences {
+		if ref.UID == job.UID {
+			owned = true
+		} else {
+			others = append(others, ref)
+		}
+	}
+	want := !job.Spec.RetainCheckpoints()
+	if owned == want {
 		return nil
 	}
-	orig := job.DeepCopy()
-	if need {
-		controllerutil.AddFinalizer(job, mlv1.TrainingJobFinalizer)
+	orig := pvc.DeepCopy()
+	if want {
+		if metav1.GetControllerOf(pvc) != nil {
+			// Someone else controls it; never take it over.
+			return nil
+		}
+		pvc.OwnerReferences = append(pvc.OwnerReferences, ownerRef(job))
 	} else {
-		controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)
+		pvc.OwnerReferences = others
 	}
-	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating finalizer: %w", err)
+	if err := r.client.Patch(ctx, pvc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating the owner of checkpoint PVC %s (retainOnDelete %t): %w", pvc.Name, !want, err)
 	}
 	return nil
 }
 
-// finalize releases the retained checkpoint PVC from the job's ownership, so
-// the garbage collector keeps it, then lets the job go. Everything else is
-// removed by the garbage collector through owner references.
-func (r *Reconciler) finalize(ctx context.Context, job *mlv1.TrainingJob) error {
+// releaseFinalizer removes the cleanup finalizer, which this controller no
+// longer needs: the garbage collector removes every child through owner
+// references, and a retained PVC has none. Jobs that still carry it (set by
+// an earlier version) must not hang in deletion.
+func (r *Reconciler) releaseFinalizer(ctx context.Context, job *mlv1.TrainingJob) error {
 	if !controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer) {
 		return nil
-	}
-	if job.Spec.RetainCheckpoints() {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := r.client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: mlv1.CheckpointPVCName(job.Name)}, pvc)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("reading checkpoint PVC: %w", err)
-		default:
-			var refs []metav1.OwnerReference
-			for _, ref := range pvc.OwnerReferences {
-				if ref.UID != job.UID {
-					refs = append(refs, ref)
-				}
-			}
-			if len(refs) != len(pvc.OwnerReferences) {
-				orig := pvc.DeepCopy()
-				pvc.OwnerReferences = refs
-				if err := r.client.Patch(ctx, pvc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-					return fmt.Errorf("releasing checkpoint PVC %s: %w", pvc.Name, err)
-				}
-			}
-		}
 	}
 	orig := job.DeepCopy()
 	controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)

@@ -447,9 +447,11 @@ func desiredConfigMap(job *mlv1.TrainingJob) *corev1.ConfigMap {
 }
 
 // desiredPVC is the checkpoint PVC, or nil when the job uses none of its own.
-// It always has the job as owner while the job lives; when checkpoints are
-// retained, the finalizer removes that reference before the job goes, so the
-// garbage collector leaves the PVC alone.
+// A retained PVC (checkpoint.retainOnDelete, the default) has no owner
+// reference, only the job's labels: any owner reference would let the garbage
+// collector delete it, and a foreground deletion (kubectl
+// --cascade=foreground, Argo CD) deletes dependents before any finalizer of
+// ours could release them.
 func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	spec := &job.Spec
 	if !spec.UsesCheckpointPVC() {
@@ -459,12 +461,16 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	if s := spec.Checkpoint.Storage.Size; s != nil {
 		size = *s
 	}
+	var owners []metav1.OwnerReference
+	if !spec.RetainCheckpoints() {
+		owners = []metav1.OwnerReference{ownerRef(job)}
+	}
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            mlv1.CheckpointPVCName(job.Name),
 			Namespace:       job.Namespace,
 			Labels:          childLabels(job),
-			OwnerReferences: []metav1.OwnerReference{ownerRef(job)},
+			OwnerReferences: owners,
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      spec.EffectiveCheckpointAccessModes(),

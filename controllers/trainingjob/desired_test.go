@@ -311,8 +311,9 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 		t.Errorf("configmap mismatch (-want +got):\n%s", diff)
 	}
 
+	// Retained (the default): no owner reference, so no garbage collection.
 	wantPVC := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "bert-checkpoints", Namespace: "team-a", Labels: labels, OwnerReferences: owner},
+		ObjectMeta: metav1.ObjectMeta{Name: "bert-checkpoints", Namespace: "team-a", Labels: labels},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
@@ -320,6 +321,13 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
 		t.Errorf("pvc mismatch (-want +got):\n%s", diff)
+	}
+	job.Spec.Checkpoint.RetainOnDelete = ptr.To(false)
+	job.Spec.NumWorkers = 1
+	wantPVC.OwnerReferences = owner
+	wantPVC.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
+		t.Errorf("pvc with retainOnDelete false mismatch (-want +got):\n%s", diff)
 	}
 
 	for name, mutate := range map[string]func(*mlv1.TrainingJob){

@@ -152,7 +152,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.PersistentVolumeClaim{}).
+		// A retained checkpoint PVC has no owner reference: map it by label.
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(jobOfLabel)).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
 			builder.WithPredicates(predicate.Funcs{
 				// Heartbeats change nodes all the time; only a node going away
@@ -164,6 +165,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// jobOfLabel maps a child to the job named in its LabelTrainingJob.
+func jobOfLabel(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[mlv1.LabelTrainingJob]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
 // jobsOnNode maps a node to the jobs with pods on it.

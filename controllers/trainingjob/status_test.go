@@ -1,6 +1,7 @@
 package trainingjob
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -131,5 +132,17 @@ func TestV1Alpha1PhaseMapping(t *testing.T) {
 		if got := state.V1Alpha1Phase(); got != want {
 			t.Errorf("%q.V1Alpha1Phase() = %s, want %s", state, got, want)
 		}
+	}
+}
+
+func TestJobOfLabel(t *testing.T) {
+	pvc := desiredPVC(testJob(mlv1.FrameworkPyTorch))
+	reqs := jobOfLabel(context.Background(), pvc)
+	if len(reqs) != 1 || reqs[0].Namespace != "team-a" || reqs[0].Name != "bert" {
+		t.Errorf("requests %v", reqs)
+	}
+	pvc.Labels = nil
+	if reqs := jobOfLabel(context.Background(), pvc); len(reqs) != 0 {
+		t.Errorf("unlabelled object mapped to %v", reqs)
 	}
 }

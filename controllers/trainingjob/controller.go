@@ -292,11 +292,16 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	}
 	st := &job.Status
 	st.ObservedGeneration = job.Generation
-	if st.State == "" {
-		st.State = mlv1.StatePending
-	}
 	if total := job.Spec.TotalEpochs(); total > 0 {
 		st.TotalEpochs = total
+	}
+	if st.State == "" {
+		// A new job is first recorded as Pending (seen, nothing created);
+		// that status write triggers the pass that creates its children.
+		st.State = mlv1.StatePending
+		if job.Spec.EffectiveImage(r.cfg.DefaultImages) != "" {
+			return nil
+		}
 	}
 
 	pods, err := r.listPods(ctx, job)

@@ -38,6 +38,7 @@ func TestGPUJobLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	states := watchStates(t, ns, "llm")
 	job := create(t, testutil.TrainingJob("llm", ns).Workers(4).GPUs(2).Hyperparameter("epochs", 5).
 		Model("llama").Dataset("c4"))
 
@@ -125,6 +126,12 @@ func TestGPUJobLifecycle(t *testing.T) {
 	assert.Equal(t, "Pending", mlv1.StatePending.V1Alpha1Phase())
 	assert.Equal(t, "Succeeded", j.Status.State.V1Alpha1Phase())
 	waitEvents(t, job, "Created", "WorkersCreated", "Running", "Completed")
+	testutil.Eventually(t, func() bool {
+		seen := states()
+		return len(seen) > 0 && seen[len(seen)-1] == mlv1.StateCompleted
+	}, "watch saw Completed")
+	assert.Equal(t, []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning, mlv1.StateCompleted},
+		states(), "every state the API server stored, in order")
 	// cleanPodPolicy Running: succeeded pods stay for their logs.
 	assert.Len(t, pods(t, job), 4)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,6 +209,41 @@ func step(t *testing.T, job *mlv1.TrainingJob, d time.Duration) {
 	t.Helper()
 	clk.Step(d)
 	poke(t, job)
+}
+
+// watchStates records, in order and without repeats, every state the API
+// server stores for a job; call the returned function to read them.
+func watchStates(t *testing.T, namespace, name string) func() []mlv1.TrainingJobState {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: manager.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &mlv1.TrainingJobList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var states []mlv1.TrainingJobState
+	go func() {
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*mlv1.TrainingJob)
+			if !ok || j.Name != name || j.Status.State == "" {
+				continue
+			}
+			mu.Lock()
+			if len(states) == 0 || states[len(states)-1] != j.Status.State {
+				states = append(states, j.Status.State)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []mlv1.TrainingJobState {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]mlv1.TrainingJobState(nil), states...)
+	}
 }
 
 // eventReasons lists the reasons of the events on a job.

@@ -127,7 +127,7 @@ func run(args []string) (err error) {
 		_ = cluster.Delete(context.Background(), f.opts)
 		return err
 	}
-	reaper, err := c.StartReaper(os.Getpid())
+	reaper, err := c.StartReaper(os.Getpid(), false)
 	if err != nil {
 		_ = c.Delete(context.Background())
 		return err

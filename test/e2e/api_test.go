@@ -67,6 +67,14 @@ func TestKubectlGetTrainingJobPrinterColumns(t *testing.T) {
 	assert.Equal(t, "NAME STATE PROGRESS EPOCH AGE WORKERS RESTARTS", header(wide), wide)
 	assert.Equal(t, "3", cell(wide, "columns", "WORKERS"), "Workers shows spec.numWorkers\n%s", wide)
 
+	if env.conversion {
+		// The deprecated version keeps its own columns, read through the conversion webhook.
+		out = kubectl(t, "get", "trainingjobs.v1alpha1.ml.example.com", "-n", ns)
+		assert.Equal(t, "NAME FRAMEWORK WORKERS PHASE AGE", header(out), out)
+		assert.Equal(t, "3", cell(out, "columns", "WORKERS"), out)
+		assert.Equal(t, "pytorch", cell(out, "columns", "FRAMEWORK"), out)
+	}
+
 	md := testutil.ModelDeployment("columns-md", ns).Version("v1", 100, "s3://models/columns/v1").Obj()
 	require.NoError(t, env.client.Create(context.Background(), md))
 	out = kubectl(t, "get", "md", "-n", ns)

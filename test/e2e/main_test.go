@@ -73,7 +73,7 @@ func runSuite(m *testing.M) (code int) {
 	}
 	// If this process dies without the deferred teardown (a panic, the go
 	// test timeout), the reaper still deletes the cluster.
-	reaper, err := c.StartReaper(os.Getpid())
+	reaper, err := c.StartReaper(os.Getpid(), true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		_ = c.Delete(context.Background())

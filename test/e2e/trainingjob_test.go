@@ -205,3 +205,26 @@ func TestEvictionSpendsNoBackoff(t *testing.T) {
 	assert.GreaterOrEqual(t, done.Status.Disruptions, int32(1), describeJob(done))
 	assert.Len(t, workerPods(t, tj, "1"), 2, "the gang was recreated as attempt 1")
 }
+
+// TestPermanentExitCodeFailsAtOnce: with restartPolicy ExitCode, a rank
+// exiting 1..127 fails the job without a restart.
+func TestPermanentExitCodeFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	tj := simJob(ns, "bad-config", 2, 0, map[string]string{
+		"sim.ml.example.com/fail-rank":      "0",
+		"sim.ml.example.com/exit-code":      "2",
+		"sim.ml.example.com/fail-after":     "1s",
+		"sim.ml.example.com/complete-after": "1h",
+	})
+	tj.Spec.RestartPolicy = mlv1.RestartPolicyExitCode
+	require.NoError(t, env.client.Create(context.Background(), tj))
+
+	failed := waitState(t, tj, mlv1.StateFailed)
+	c := meta.FindStatusCondition(failed.Status.Conditions, "Failed")
+	require.NotNil(t, c, describeJob(failed))
+	assert.Equal(t, metav1.ConditionTrue, c.Status)
+	assert.Equal(t, "PermanentExitCode", c.Reason, describeJob(failed))
+	assert.EqualValues(t, 0, failed.Status.Restarts, describeJob(failed))
+	assert.Empty(t, workerPods(t, tj, "1"), "no second attempt")
+}

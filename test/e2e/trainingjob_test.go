@@ -136,10 +136,14 @@ func TestJobWaitsForGPUCapacity(t *testing.T) {
 	var waiting *mlv1.TrainingJob
 	waitFor(t, jobTimeout, "the job waiting, with a condition naming the missing GPUs", func() (bool, string) {
 		waiting = getJob(t, tj)
-		c := meta.FindStatusCondition(waiting.Status.Conditions, "Running")
-		clear := c != nil && c.Status == metav1.ConditionFalse &&
-			(strings.Contains(c.Message, "nvidia.com/gpu") || strings.Contains(strings.ToLower(c.Message), "unschedulable"))
-		return clear, describeJob(waiting)
+		// Any condition will do, as long as it tells the user why: the
+		// scheduler's own words name the resource that is short.
+		for _, c := range waiting.Status.Conditions {
+			if strings.Contains(c.Message, "nvidia.com/gpu") || strings.Contains(strings.ToLower(c.Message), "unschedulable") {
+				return true, describeJob(waiting)
+			}
+		}
+		return false, describeJob(waiting)
 	})
 	assert.Contains(t, []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing}, waiting.Status.State, describeJob(waiting))
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -369,7 +370,15 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 		return err
 	}
 
-	d := decide(gangState{job: job, pods: current, ps: ps, nodes: nodes, seenRanks: seenRanks(st),
+	// A rank created by an earlier pass that the cache does not show yet was
+	// not deleted: it just has not arrived.
+	seen := seenRanks(st)
+	for rank := range seen {
+		if r.expect.pendingCreate(job.UID, createKey(mlv1.WorkerPodName(job.Name, rank), attempt), p.now) {
+			delete(seen, rank)
+		}
+	}
+	d := decide(gangState{job: job, pods: current, ps: ps, nodes: nodes, seenRanks: seen,
 		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod})
 	switch d.kind {
 	case complete:
@@ -400,10 +409,13 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 			return nil
 		}
 	}
-	if err := r.createMissing(ctx, p, current, ps, attempt); err != nil {
+	inFlight, err := r.createMissing(ctx, p, current, ps, attempt)
+	if err != nil {
 		return err
 	}
-	observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+	// Count pods the API server has but the cache does not show yet, so the
+	// pass that sees them arrive has nothing new to write.
+	observeWorkers(st, append(current, inFlight...), job.Spec.EffectiveGPUResourceName())
 	r.updateActiveState(p)
 	if st.State == mlv1.StateRunning {
 		r.scrapeProgress(ctx, p, current)
@@ -631,8 +643,9 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 }
 
 // createMissing creates the pods of ranks that have none, in parallel with
-// a bounded fan-out.
-func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*corev1.Pod, attempt int32) error {
+// a bounded fan-out. It returns the worker pods that exist on the API server
+// but not (yet) in the cache: those it created and those an earlier pass did.
+func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*corev1.Pod, attempt int32) ([]*corev1.Pod, error) {
 	job := p.job
 	have := map[string]bool{}
 	for _, pod := range append(append([]*corev1.Pod(nil), current...), ps...) {
@@ -647,16 +660,21 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 			want = append(want, desiredPSPod(job, i, attempt, &r.cfg))
 		}
 	}
-	var missing []*corev1.Pod
+	var missing, inFlight []*corev1.Pod
 	for _, pod := range want {
-		if have[pod.Name] || r.expect.pendingCreate(job.UID, createKey(pod.Name, attempt), p.now) {
+		if have[pod.Name] {
+			continue
+		}
+		if r.expect.pendingCreate(job.UID, createKey(pod.Name, attempt), p.now) {
+			inFlight = append(inFlight, pod)
 			continue
 		}
 		missing = append(missing, pod)
 	}
 	if len(missing) == 0 {
-		return nil
+		return workersOnly(inFlight), nil
 	}
+	var mu sync.Mutex
 	sem := make(chan struct{}, r.cfg.CreateParallelism)
 	errs := make(chan error, len(missing))
 	for _, pod := range missing {
@@ -669,6 +687,9 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 			switch {
 			case err == nil:
 				r.expect.created(job.UID, createKey(pod.Name, attempt), p.now)
+				mu.Lock()
+				inFlight = append(inFlight, pod)
+				mu.Unlock()
 			case apierrors.IsAlreadyExists(err):
 				// Created by an earlier pass the cache has not shown yet.
 			default:
@@ -694,7 +715,18 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 		p.event(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d pods (attempt %d)",
 			created, len(want), attempt)
 	}
-	return errors.Join(all...)
+	return workersOnly(inFlight), errors.Join(all...)
+}
+
+// workersOnly drops parameter-server pods.
+func workersOnly(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !isPS(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // forceDeleteStuck force-deletes pods stuck Terminating on a lost node once

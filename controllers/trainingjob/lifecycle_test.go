@@ -87,8 +87,10 @@ func TestGPUJobLifecycle(t *testing.T) {
 	for _, p := range pods(t, job) {
 		before[p.Name] = p.ResourceVersion
 	}
+	passes, statusWrites := reconcilePasses(t), writes.get(job, "update status")
 	poke(t, job)
-	waitJob(t, job, "poke observed", func(j *mlv1.TrainingJob) bool { return j.Status.ObservedGeneration == j.Generation })
+	testutil.Eventually(t, func() bool { return reconcilePasses(t) > passes }, "a pass after the poke")
+	assert.Equal(t, statusWrites, writes.get(job, "update status"), "a pass with nothing new wrote the status")
 	after := pods(t, job)
 	require.Len(t, after, 4)
 	for _, p := range after {
@@ -132,6 +134,11 @@ func TestGPUJobLifecycle(t *testing.T) {
 	}, "watch saw Completed")
 	assert.Equal(t, []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing, mlv1.StateRunning, mlv1.StateCompleted},
 		states(), "every state the API server stored, in order")
+	// Each child was created exactly once: no retries on a lagging cache.
+	assert.Equal(t, 4, writes.get(job, "create *v1.Pod"))
+	assert.Equal(t, 1, writes.get(job, "create *v1.Service"))
+	assert.Equal(t, 1, writes.get(job, "create *v1.ConfigMap"))
+	assert.Equal(t, 1, writes.get(job, "create *v1.PersistentVolumeClaim"))
 	// cleanPodPolicy Running: succeeded pods stay for their logs.
 	assert.Len(t, pods(t, job), 4)
 }

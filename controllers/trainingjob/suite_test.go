@@ -14,12 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -68,12 +71,33 @@ func run(m *testing.M) int {
 	clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := trainingjob.Setup(mctx, mgr, trainingjob.Config{
+	if err := trainingjob.SetupIndexes(mctx, mgr.GetFieldIndexer()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The reconciler's writes go through a counting interceptor, so tests can
+	// assert how many API writes a job cost.
+	counted, err := interceptor.NewClient(noWatch{mgr.GetClient()}, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			writes.add(obj.GetNamespace(), obj.GetLabels()[mlv1.LabelTrainingJob], "create "+fmt.Sprintf("%T", obj))
+			return c.Create(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes.add(obj.GetNamespace(), obj.GetName(), "update "+sub)
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}), nil
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r := trainingjob.NewReconciler(counted, mgr.GetAPIReader(), mgr.GetEventRecorder("trainingjob-controller"), trainingjob.Config{
 		DefaultImages:           map[string]string{"pytorch": "registry.example.com/pytorch:default"},
 		GPUNodeSelector:         gpuNS,
 		Clock:                   clk,
 		MaxConcurrentReconciles: 4,
-	}); err != nil {
+	})
+	if err := r.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -85,6 +109,35 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
+}
+
+// noWatch adapts the manager's client to the interceptor, which wants a
+// client.WithWatch; the reconciler never watches through its client.
+type noWatch struct{ client.Client }
+
+func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, fmt.Errorf("not supported")
+}
+
+// writeCounter counts the reconciler's API writes per job and kind.
+type writeCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+var writes = &writeCounter{counts: map[string]int{}}
+
+func (w *writeCounter) add(namespace, job, what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.counts[namespace+"/"+job+"/"+what]++
+}
+
+// get returns the writes of one kind ("create *v1.Pod", "update status") for a job.
+func (w *writeCounter) get(job *mlv1.TrainingJob, what string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[job.Namespace+"/"+job.Name+"/"+what]
 }
 
 // create creates a job in a fresh namespace and returns it.
@@ -244,6 +297,21 @@ func watchStates(t *testing.T, namespace, name string) func() []mlv1.TrainingJob
 		defer mu.Unlock()
 		return append([]mlv1.TrainingJobState(nil), states...)
 	}
+}
+
+// reconcilePasses is how many passes the TrainingJob controller has run.
+func reconcilePasses(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "trainingjob_operator_reconcile_duration_seconds" {
+			return float64(f.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
 }
 
 // eventReasons lists the reasons of the events on a job.

@@ -85,7 +85,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[kueueGroupCountAnnot] = strconv.Itoa(int(spec.EffectiveNumWorkers()))
+		annotations[kueueGroupCountAnnot] = strconv.Itoa(int(gangSize(spec)))
 	}
 
 	gpus := spec.EffectiveGPUs()
@@ -202,6 +202,16 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *cor
 		}
 	}
 	return pod
+}
+
+// gangSize is the number of pods of one attempt: the ranks and, for
+// tensorflow, the parameter servers.
+func gangSize(spec *mlv1.TrainingJobSpec) int32 {
+	n := spec.EffectiveNumWorkers()
+	if spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		n += spec.ParameterServers
+	}
+	return n
 }
 
 // workerResources are spec.resources with the GPUs set as requests = limits.

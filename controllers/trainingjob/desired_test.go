@@ -371,6 +371,10 @@ func TestDesiredPSPod(t *testing.T) {
 	if got.Name != "bert-ps-1" || got.Spec.Hostname != "bert-ps-1" || got.Spec.Subdomain != "bert-workers" {
 		t.Errorf("name %s hostname %s subdomain %s", got.Name, got.Spec.Hostname, got.Spec.Subdomain)
 	}
+	job.Spec.Scheduling.QueueName = "q"
+	if n := desiredPSPod(job, 0, 0, &testCfg).Annotations["kueue.x-k8s.io/pod-group-total-count"]; n != "4" {
+		t.Errorf("Kueue pod group of 2 workers and 2 parameter servers counts %s pods", n)
+	}
 	if got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
 		t.Errorf("labels %v", got.Labels)
 	}

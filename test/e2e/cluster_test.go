@@ -142,6 +142,9 @@ func TestStagesDriveWorkerPods(t *testing.T) {
 	for name, ann := range pods {
 		require.NoError(t, env.client.Create(ctx, simPod(ns, name, 1, ann)))
 	}
+	ps := simPod(ns, "parameter-server", 0, map[string]string{"sim.ml.example.com/complete-after": "1s"})
+	ps.Labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypePS
+	require.NoError(t, env.client.Create(ctx, ps))
 	terminated := func(pod *corev1.Pod) *corev1.ContainerStateTerminated {
 		if len(pod.Status.ContainerStatuses) == 0 {
 			return nil
@@ -179,4 +182,7 @@ func TestStagesDriveWorkerPods(t *testing.T) {
 
 	pod = getPod(t, ns, "keeps-running")
 	assert.Equal(t, corev1.PodRunning, pod.Status.Phase, "complete-after=1h keeps it running")
+	// By now the 2s workers have finished; a 1s parameter server would have too.
+	pod = getPod(t, ns, "parameter-server")
+	assert.Equal(t, corev1.PodRunning, pod.Status.Phase, "parameter servers never finish on their own")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -231,4 +232,27 @@ func TestPermanentExitCodeFailsAtOnce(t *testing.T) {
 	assert.Equal(t, "PermanentExitCode", c.Reason, describeJob(failed))
 	assert.EqualValues(t, 0, failed.Status.Restarts, describeJob(failed))
 	assert.Empty(t, workerPods(t, tj, "1"), "no second attempt")
+}
+
+// TestEvictionAPIRestartsGangWithoutBackoff drains a rank through the
+// Eviction API, as `kubectl drain` does: the API server marks the pod
+// DisruptionTarget and deletes it; the gang restarts without spending backoff.
+func TestEvictionAPIRestartsGangWithoutBackoff(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	ctx := context.Background()
+	tj := simJob(ns, "drained", 2, 1, map[string]string{"sim.ml.example.com/complete-after": "8s"})
+	tj.Spec.BackoffLimit = ptr.To(int32(0))
+	require.NoError(t, env.client.Create(ctx, tj))
+
+	waitState(t, tj, mlv1.StateRunning)
+	victim := &corev1.Pod{}
+	require.NoError(t, env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: mlv1.WorkerPodName(tj.Name, 0)}, victim))
+	require.Equal(t, "0", victim.Labels[mlv1.LabelRestartAttempt], "still the first attempt")
+	require.NoError(t, env.client.SubResource("eviction").Create(ctx, victim, &policyv1.Eviction{}))
+
+	done := waitState(t, tj, mlv1.StateCompleted)
+	assert.EqualValues(t, 0, done.Status.Restarts, "an eviction is not a failure: %s", describeJob(done))
+	assert.GreaterOrEqual(t, done.Status.Disruptions, int32(1), describeJob(done))
+	assert.Len(t, workerPods(t, tj, "1"), 2, "the gang was recreated as attempt 1")
 }

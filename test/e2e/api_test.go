@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -146,4 +148,32 @@ func TestGarbageCollectorCascades(t *testing.T) {
 	// checkpoint.retainOnDelete defaults to true: user data outlives the job.
 	require.NoError(t, env.client.Get(ctx, client.ObjectKeyFromObject(checkpoints), checkpoints))
 	assert.Nil(t, checkpoints.DeletionTimestamp, "the checkpoint PVC is kept")
+}
+
+// TestWebhooksAnswerOn127001 applies, through kubectl, an object only the
+// validating webhook can refuse: the API server reaches the manager on this
+// machine through the URL client configuration make run and the suite install.
+func TestWebhooksAnswerOn127001(t *testing.T) {
+	t.Parallel()
+	require.Contains(t, env.webhooks, "vtrainingjob.ml.example.com", "the validating webhook is installed")
+	ns := namespace(t)
+	manifest := fmt.Sprintf(`apiVersion: ml.example.com/v1
+kind: TrainingJob
+metadata:
+  name: reserved-env
+  namespace: %s
+spec:
+  image: example.com/trainer:1
+  gpusPerWorker: 0
+  env:
+  - name: MASTER_ADDR
+    value: somewhere-else
+`, ns)
+	cmd := exec.Command(filepath.Join(testutil.RepoRoot(), "bin", "kubectl"), "apply", "-f", "-")
+	cmd.Env = env.cluster.KubectlEnv()
+	cmd.Stdin = strings.NewReader(manifest)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "MASTER_ADDR is reserved: %s", out)
+	// Only the webhook says this (the CRD schema has no rule for it).
+	assert.Contains(t, string(out), `spec.env[0].name: Invalid value: "MASTER_ADDR": is set by the operator`)
 }

@@ -9,12 +9,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -151,13 +148,10 @@ func run(args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
-			return err
-		}
+	ports, err := freeManagerPorts()
+	if err != nil {
+		return err
 	}
-	webhookPort, metricsPort, probePort := ports[0], ports[1], ports[2]
 	webhooks := c.HasWebhookManifests()
 
 	logPath := filepath.Join(f.opts.Workdir, "manager.log")
@@ -166,73 +160,36 @@ func run(args []string) (err error) {
 		return err
 	}
 	defer logFile.Close()
-	mgrArgs := append([]string{
+	fmt.Fprintf(os.Stderr, "Starting the manager (log: %s)\n", logPath)
+	mgr, err := startManager(f.manager, c.Kubeconfig, append([]string{
 		"--leader-elect=false",
 		"--metrics-secure=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports.metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports.probe),
 		fmt.Sprintf("--enable-webhooks=%t", webhooks),
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		fmt.Sprintf("--webhook-port=%d", ports.webhook),
 		"--webhook-host=127.0.0.1",
 		"--webhook-cert-path=" + cert.Dir,
 		"--zap-devel",
-	}, f.extra...)
-	mgr := exec.Command(f.manager, mgrArgs...)
-	mgr.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
-	mgr.Stdout, mgr.Stderr = logFile, logFile
-	// The manager dies with us even if we are killed outright.
-	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	fmt.Fprintf(os.Stderr, "Starting the manager (log: %s)\n", logPath)
-	if err := mgr.Start(); err != nil {
-		return fmt.Errorf("starting the manager: %w", err)
+	}, f.extra...), logFile)
+	if err != nil {
+		return err
 	}
-	// done is closed once the manager has exited; mgrErr is its exit status.
-	done := make(chan struct{})
-	var mgrErr error
-	go func() { mgrErr = mgr.Wait(); close(done) }()
-	defer func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		_ = mgr.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = mgr.Process.Kill()
-			<-done
-		}
-	}()
-
-	if err := waitReady(ctx, probePort, done); err != nil {
+	defer mgr.stop()
+	if err := mgr.waitReady(ctx, ports.probe); err != nil {
 		return fmt.Errorf("%w; see %s", err, logPath)
 	}
 	conversion := false
 	if webhooks {
-		w := cluster.Webhook{Port: webhookPort, CABundle: cert.CABundle}
-		installed, skipped, err := c.InstallWebhooks(ctx, w)
-		if err != nil {
+		w := cluster.Webhook{Port: ports.webhook, CABundle: cert.CABundle}
+		if webhooks, conversion, err = installWebhooks(ctx, c, w); err != nil {
 			return err
-		}
-		webhooks = len(installed) > 0
-		if webhooks {
-			fmt.Fprintf(os.Stderr, "Installed webhooks %s (URL client config on 127.0.0.1:%d)\n", strings.Join(installed, ", "), webhookPort)
-		}
-		if len(skipped) > 0 {
-			fmt.Fprintf(os.Stderr, "Not installed, the manager does not serve them yet: %s\n", strings.Join(skipped, ", "))
-		}
-		if ok, _ := cluster.ServesConversion(ctx, w); ok {
-			if err := c.EnableConversionWebhook(ctx, w); err != nil {
-				return err
-			}
-			conversion = true
 		}
 	}
 
 	fmt.Printf("\nLocal cluster %q is up: %s.\n", f.opts.Name, describeNodes(f.opts))
 	fmt.Printf("The manager is running (webhooks: %s, conversion webhook: %s, metrics: http://127.0.0.1:%d/metrics).\n\n",
-		onOff(webhooks), onOff(conversion), metricsPort)
+		onOff(webhooks), onOff(conversion), ports.metrics)
 	fmt.Printf("export KUBECONFIG=%s\n\n", c.Kubeconfig)
 	fmt.Printf("Then, in another terminal (kubectl is in %s):\n", f.opts.BinDir)
 	fmt.Println("  kubectl apply -k config/samples")
@@ -243,31 +200,8 @@ func run(args []string) (err error) {
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-done:
-		return fmt.Errorf("the manager exited: %v; see %s", mgrErr, logPath)
-	}
-}
-
-// waitReady polls the manager's /readyz until it answers 200.
-func waitReady(ctx context.Context, port int, exited <-chan struct{}) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
-	deadline := time.After(2 * time.Minute)
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-exited:
-			return errors.New("the manager exited before it was ready")
-		case <-deadline:
-			return errors.New("the manager was not ready within 2 minutes")
-		case <-time.After(250 * time.Millisecond):
-		}
+	case <-mgr.done:
+		return fmt.Errorf("the manager exited: %v; see %s", mgr.err, logPath)
 	}
 }
 

@@ -42,8 +42,8 @@ func (w Webhook) URL(path string) string {
 }
 
 // InstallCRDs applies every CRD in config/crd/bases and waits until each is
-// Established. With conversion set, CRDs serving more than one version get a
-// conversion webhook pointing at it.
+// Established. Conversion stays None until EnableConversionWebhook: the
+// manager is not running yet when the CRDs go in.
 func (c *Cluster) InstallCRDs(ctx context.Context) error {
 	return c.installCRDs(ctx, nil)
 }

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -34,12 +36,22 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 			data, err := os.ReadFile(path)
 			require.NoError(t, err)
 			var causes []string
+			var fullError, refusedBy, fieldValidation string
 			for _, line := range strings.Split(string(data), "\n") {
 				if c, ok := strings.CutPrefix(line, "# expect: "); ok {
 					causes = append(causes, c)
 				}
+				if v, ok := strings.CutPrefix(line, "# error: "); ok {
+					fullError = v
+				}
+				if v, ok := strings.CutPrefix(line, "# refused-by: "); ok {
+					refusedBy = v
+				}
+				if v, ok := strings.CutPrefix(line, "# field-validation: "); ok {
+					fieldValidation = v
+				}
 			}
-			require.NotEmpty(t, causes, "%s has no # expect: line", path)
+			require.True(t, len(causes) > 0 || fullError != "", "%s has no # expect: or # error: line", path)
 			objs, err := testutil.DecodeManifests(data)
 			require.NoError(t, err)
 			ns := testutil.Namespace(t, k8s)
@@ -50,22 +62,63 @@ func TestInvalidManifestsAreRefused(t *testing.T) {
 				require.NoError(t, apply(ctx, o), "the documents before the last are valid")
 			}
 			last := objs[len(objs)-1]
-			webhook := "m" + strings.ToLower(last.GetKind()) + ".ml.example.com"
-			requireInvalid(t, apply(ctx, last), denial(webhook, last.GetKind(), last.GetName(), causes...))
+			err = apply(ctx, last, fieldValidation)
+			switch {
+			case fullError != "":
+				// Refused before any rule ran (wrong type, unknown field):
+				// a client error whose text names the field.
+				require.Error(t, err)
+				require.Equal(t, fullError, err.Error())
+				var status apierrors.APIStatus
+				require.ErrorAs(t, err, &status)
+				code := status.Status().Code
+				require.Truef(t, code >= 400 && code < 500, "want a 4xx answer, got %d", code)
+			case refusedBy == "schema":
+				// The CRD's OpenAPI schema or CEL rules, after the webhooks.
+				requireInvalid(t, err, schemaDenial(last.GetKind(), last.GetName(), causes...))
+			default:
+				webhook := "m" + strings.ToLower(last.GetKind()) + ".ml.example.com"
+				requireInvalid(t, err, denial(webhook, last.GetKind(), last.GetName(), causes...))
+			}
 		})
 	}
 }
 
-// apply creates o, or replaces the object of that name.
-func apply(ctx context.Context, o *unstructured.Unstructured) error {
+// apply creates o, or replaces the object of that name, with the
+// fieldValidation directive given ("" leaves the server's default, Warn).
+func apply(ctx context.Context, o *unstructured.Unstructured, fieldValidation ...string) error {
+	var fv []string
+	for _, v := range fieldValidation {
+		if v != "" {
+			fv = append(fv, v)
+		}
+	}
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(o.GroupVersionKind())
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
-		return k8s.Create(ctx, o.DeepCopy())
+		var opts []client.CreateOption
+		for _, v := range fv {
+			opts = append(opts, client.FieldValidation(v))
+		}
+		return k8s.Create(ctx, o.DeepCopy(), opts...)
 	}
 	o = o.DeepCopy()
 	o.SetResourceVersion(cur.GetResourceVersion())
-	return k8s.Update(ctx, o)
+	var opts []client.UpdateOption
+	for _, v := range fv {
+		opts = append(opts, client.FieldValidation(v))
+	}
+	return k8s.Update(ctx, o, opts...)
+}
+
+// schemaDenial is the full text of the API server's own refusal (CRD schema
+// and CEL rules) with these causes.
+func schemaDenial(kind, name string, causes ...string) string {
+	body := causes[0]
+	if len(causes) > 1 {
+		body = "[" + strings.Join(causes, ", ") + "]"
+	}
+	return fmt.Sprintf("%s.ml.example.com %q is invalid: %s", kind, name, body)
 }
 
 // Every seed example applies unchanged, and reads back in both TrainingJob

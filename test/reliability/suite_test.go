@@ -1,0 +1,93 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+var (
+	k8s  client.Client
+	cfg  *rest.Config
+	ctx  = context.Background()
+	imgs = manager.DefaultFrameworkImages()
+)
+
+func TestMain(m *testing.M) {
+	env, err := testutil.StartEnv(testutil.EnvOptions{Webhooks: true, DefaultImages: imgs})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, cfg = env.Client, env.Config
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// directClient is an uncached client with watch, the kind the interceptor wraps.
+func directClient(t *testing.T) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: manager.NewScheme()})
+	require.NoError(t, err)
+	return c
+}
+
+// transientErrors are the answers an API server gives under load or while
+// restarting: every one must be retried, none may fail a job.
+func transientErrors() []error {
+	gr := schema.GroupResource{Resource: "pods"}
+	return []error{
+		apierrors.NewServiceUnavailable("etcd leader changed"),
+		apierrors.NewTooManyRequests("the server is rate limiting", 1),
+		apierrors.NewServerTimeout(gr, "create", 1),
+		apierrors.NewInternalError(fmt.Errorf("connection reset by peer")),
+		apierrors.NewTimeoutError("request did not complete within 60s", 1),
+	}
+}
+
+// faults hands out injected errors: the next n calls fail, one error each,
+// then calls go through. It counts what it injected.
+type faults struct {
+	mu       sync.Mutex
+	pending  []error
+	injected int
+}
+
+func (f *faults) arm(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending = append(f.pending, errs...)
+}
+
+// next is the error to inject now, or nil.
+func (f *faults) next() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.pending) == 0 {
+		return nil
+	}
+	err := f.pending[0]
+	f.pending = f.pending[1:]
+	f.injected++
+	return err
+}
+
+func (f *faults) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injected
+}

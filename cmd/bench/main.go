@@ -1,0 +1,127 @@
+// Command bench measures ml-operator on a local kwok cluster it starts and
+// deletes itself: burst pod creation against a plain-client baseline,
+// latency of spec changes, API requests per job, manager memory and gang
+// restart time. It prints a table and writes the raw samples as JSON
+// (`make bench`; docs/benchmarks.md). Nothing it measures passes or fails.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ml-operator/ml-operator/cmd/bench/bench"
+)
+
+func main() {
+	ctrllog.SetLogger(logr.Discard())
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() (err error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	cfg := bench.Config{}
+	var memory, restart, skip, out, workdir, binDir, mgr, mgrArgs string
+	flag.IntVar(&cfg.Jobs, "jobs", 500, "TrainingJobs in the burst (N).")
+	flag.IntVar(&cfg.Ranks, "ranks", 8, "Ranks per job (W).")
+	flag.IntVar(&cfg.Repeats, "repeats", 3, "Times each scenario runs.")
+	flag.IntVar(&cfg.GPUsPerWorker, "gpus-per-worker", 0, "nvidia.com/gpu per worker (0: CPU workers on CPU nodes; >0: 8-GPU nodes, enough for the load).")
+	flag.Float64Var(&cfg.QPS, "qps", 50, "The manager's --kube-api-qps, and the baseline client's.")
+	flag.IntVar(&cfg.Burst, "burst", 100, "The manager's --kube-api-burst, and the baseline client's.")
+	flag.IntVar(&cfg.LatencySamples, "latency-samples", 20, "Samples per latency measurement.")
+	flag.IntVar(&cfg.CostJobs, "cost-jobs", 10, "Jobs the API cost per job is averaged over.")
+	flag.StringVar(&memory, "memory-pods", "0,1000,4000", "Worker-pod counts at which the manager's memory is read.")
+	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
+	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart.")
+	flag.StringVar(&out, "out", filepath.Join(wd, "bench", "results"), "Directory for <date>.json (empty: no file).")
+	flag.StringVar(&workdir, "workdir", "", "Cluster state directory (a temporary one when empty).")
+	flag.StringVar(&binDir, "bin", filepath.Join(wd, "bin"), "Directory with kwokctl, kwok and the control-plane binaries.")
+	flag.StringVar(&mgr, "manager", filepath.Join(wd, "bin", "manager"), "The manager binary (go build -o bin/manager ./cmd).")
+	flag.StringVar(&mgrArgs, "manager-args", "", "Extra manager flags, space-separated.")
+	flag.Parse()
+	if cfg.MemoryPods, err = ints(memory); err != nil {
+		return fmt.Errorf("--memory-pods: %w", err)
+	}
+	if cfg.RestartRanks, err = ints(restart); err != nil {
+		return fmt.Errorf("--restart-ranks: %w", err)
+	}
+	cfg.Skip = map[string]bool{}
+	for _, s := range strings.Split(skip, ",") {
+		if s != "" {
+			cfg.Skip[strings.TrimSpace(s)] = true
+		}
+	}
+	if workdir == "" {
+		if workdir, err = os.MkdirTemp("", "ml-operator-bench-"); err != nil {
+			return err
+		}
+		// Kept when the run fails, for the manager's and components' logs.
+		defer func() {
+			if err == nil {
+				os.RemoveAll(workdir)
+			}
+		}()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env, err := bench.Start(ctx, bench.EnvOptions{
+		RepoRoot: wd, BinDir: binDir, Manager: mgr, Workdir: workdir, Name: "bench",
+		Pods: cfg.Pods(), GPUsPerWorker: cfg.GPUsPerWorker, QPS: cfg.QPS, Burst: cfg.Burst,
+		ManagerArgs: strings.Fields(mgrArgs), Log: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	fmt.Fprintf(os.Stderr, "Cluster ready: %d simulated nodes; manager pid %d, metrics %s\n", len(env.Nodes), env.ManagerPID, env.MetricsURL)
+
+	res, err := bench.Run(ctx, env, cfg, os.Stderr)
+	if res != nil {
+		res.PrintTable(os.Stdout)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (manager log: %s)", err, filepath.Join(workdir, "manager.log"))
+	}
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		path := filepath.Join(out, res.Started.Format("2006-01-02T1504Z")+".json")
+		if err := res.WriteJSON(path); err != nil {
+			return err
+		}
+		fmt.Printf("\nRaw samples: %s\n", path)
+	}
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,35 @@
+# make bench / make bench-smoke: owned by the benchmark work (issue 9).
+#
+# Starts its own local kwok cluster (cmd/localcluster/cluster) with enough
+# simulated nodes for the load, runs bin/manager as a separate process,
+# measures, prints a table, writes bench/results/<date>.json and deletes the
+# cluster. It measures; nothing passes or fails on speed. docs/benchmarks.md.
+
+##@ Benchmarks
+
+# Burst size: BENCH_JOBS TrainingJobs x BENCH_RANKS ranks, created at once.
+BENCH_JOBS ?= 500
+BENCH_RANKS ?= 8
+# Times each scenario runs (median and min – max are reported).
+BENCH_REPEATS ?= 3
+# The manager's --kube-api-qps/--kube-api-burst, and the baseline client's.
+BENCH_QPS ?= 50
+BENCH_BURST ?= 100
+# Worker-pod counts for the memory readings, gang sizes for the restart time.
+BENCH_MEMORY_PODS ?= 0,1000,4000
+BENCH_RESTART_RANKS ?= 8,64
+# Anything else, e.g. BENCH_FLAGS="--gpus-per-worker=1 --skip=memory".
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: cluster-tools build ## Benchmarks on a local kwok cluster: table + bench/results/<date>.json (BENCH_JOBS, BENCH_RANKS, BENCH_REPEATS).
+	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) \
+		--jobs $(BENCH_JOBS) --ranks $(BENCH_RANKS) --repeats $(BENCH_REPEATS) \
+		--qps $(BENCH_QPS) --burst $(BENCH_BURST) \
+		--memory-pods $(BENCH_MEMORY_PODS) --restart-ranks $(BENCH_RESTART_RANKS) $(BENCH_FLAGS)
+
+.PHONY: bench-smoke
+bench-smoke: cluster-tools build ## A small benchmark (20 x 4, once) that only checks the harness works; writes no results file.
+	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --out "" \
+		--jobs 20 --ranks 4 --repeats 1 --latency-samples 5 --cost-jobs 3 \
+		--memory-pods 0,80 --restart-ranks 4 $(BENCH_FLAGS)

@@ -1,0 +1,91 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ml-operator/ml-operator/cmd/bench/bench"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// TestBenchmarkHarnessSmoke runs `make bench` in miniature (20 jobs x 4
+// ranks, once) on a cluster of its own, so the benchmark harness keeps
+// working. It checks that every scenario produced its measurements, never
+// how fast they were: speed is reported by `make bench`, not tested.
+func TestBenchmarkHarnessSmoke(t *testing.T) {
+	root := testutil.RepoRoot()
+	dir := t.TempDir()
+	mgr := filepath.Join(dir, "manager")
+	build := exec.Command("go", "build", "-o", mgr, "./cmd")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	cfg := bench.Config{
+		Jobs: 20, Ranks: 4, Repeats: 1, QPS: 50, Burst: 100,
+		LatencySamples: 3, CostJobs: 2, MemoryPods: []int{0, 40}, RestartRanks: []int{4},
+	}
+	ctx := context.Background()
+	env, err := bench.Start(ctx, bench.EnvOptions{
+		RepoRoot: root, BinDir: filepath.Join(root, "bin"), Manager: mgr,
+		Workdir: filepath.Join(dir, "cluster"), Name: "bench-smoke",
+		Pods: cfg.Pods(), QPS: cfg.QPS, Burst: cfg.Burst, Log: os.Stderr,
+	})
+	if err != nil {
+		t.Fatalf("starting the benchmark cluster: %v", err)
+	}
+	defer env.Stop()
+
+	res, err := bench.Run(ctx, env, cfg, os.Stderr)
+	if err != nil {
+		t.Fatalf("benchmark: %v", err)
+	}
+	res.PrintTable(io.Discard)
+
+	if len(res.Burst) != 1 || len(res.Baseline) != 1 {
+		t.Fatalf("burst and baseline runs: got %d and %d, want 1 each", len(res.Burst), len(res.Baseline))
+	}
+	if b := res.Burst[0]; b.PodsSeconds <= 0 || b.RunningSeconds < b.PodsSeconds {
+		t.Errorf("burst times inconsistent: pods at %.2fs, all Running at %.2fs", b.PodsSeconds, b.RunningSeconds)
+	}
+	l := res.Latency
+	if l == nil {
+		t.Fatal("no latency measured")
+	}
+	for name, xs := range map[string][]float64{
+		"create": l.CreateToPods, "suspend": l.Suspend, "resume": l.Resume,
+		"numWorkers": l.NumWorkers, "weights": l.Weights,
+	} {
+		if len(xs) != cfg.LatencySamples {
+			t.Errorf("%s latency: %d samples, want %d", name, len(xs), cfg.LatencySamples)
+		}
+	}
+	if len(res.Webhooks) > 0 && res.Webhook.Admissions == 0 {
+		t.Errorf("webhooks %v installed but the apiserver recorded no admission", res.Webhooks)
+	}
+	if res.Cost == nil {
+		t.Fatal("no API cost measured")
+	}
+	var podCreates float64
+	for _, row := range res.Cost.Rows {
+		if row.Verb == "POST" && row.Resource == "pods" && row.Subresource == "" {
+			podCreates = row.PerJob
+		}
+	}
+	// Every rank's pod is created once per lifecycle: the counter must see them.
+	if podCreates < float64(cfg.Ranks) {
+		t.Errorf("API cost: %.1f pod creates per job, want at least %d", podCreates, cfg.Ranks)
+	}
+	if len(res.Memory) != 2 || res.Memory[1].Pods < 40 || res.Memory[1].Readings[0].RSSBytes <= 0 || res.Memory[1].Readings[0].HeapBytes <= 0 {
+		t.Errorf("memory readings incomplete: %+v", res.Memory)
+	}
+	if len(res.Restart) != 1 || len(res.Restart[0].Seconds) != 1 {
+		t.Errorf("restart runs incomplete: %+v", res.Restart)
+	}
+}

@@ -344,10 +344,14 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 		return r.reconcileSuspended(ctx, p, pods)
 	}
 	if st.State == mlv1.StateSuspended {
-		if len(pods) > 0 {
-			// Resumed before the suspended pods were gone: wait for them, so
-			// the new gang never meets the old one. Their deletion requeues.
-			return r.deletePods(ctx, job, pods, p.now)
+		for _, pod := range pods {
+			// Resumed before the suspended gang was gone: wait for it, so the
+			// new gang never meets the old one; its deletion requeues. A pod
+			// neither deleted nor being deleted was created by a resume pass
+			// whose status write failed: it belongs to the new gang.
+			if pod.DeletionTimestamp != nil || r.expect.pendingDelete(job.UID, pod.UID, p.now) {
+				return nil
+			}
 		}
 		st.State = mlv1.StatePending
 		setCondition(st, suspendedCondition(job, false), metav1.NewTime(p.now))

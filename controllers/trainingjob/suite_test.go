@@ -199,20 +199,28 @@ func pods(t *testing.T, job *mlv1.TrainingJob) []corev1.Pod {
 // waitPods waits until the job has n pods of the given attempt and no others.
 func waitPods(t *testing.T, job *mlv1.TrainingJob, n int, attempt int32) []corev1.Pod {
 	t.Helper()
-	var got []corev1.Pod
-	testutil.Eventually(t, func() bool {
-		got = pods(t, job)
-		if len(got) != n {
-			return false
-		}
+	deadline := time.Now().Add(testutil.Timeout)
+	for {
+		got := pods(t, job)
+		ok := len(got) == n
 		for _, p := range got {
 			if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(int(attempt)) {
-				return false
+				ok = false
 			}
 		}
-		return true
-	}, fmt.Sprintf("%d pods of attempt %d", n, attempt))
-	return got
+		if ok {
+			return got
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, p := range got {
+				names = append(names, fmt.Sprintf("%s@%s(deleting=%t)", p.Name, p.Labels[mlv1.LabelRestartAttempt], p.DeletionTimestamp != nil))
+			}
+			t.Fatalf("job %s: want %d pods of attempt %d within %s, have %v; job status: %+v",
+				job.Name, n, attempt, testutil.Timeout, names, get(t, job).Status)
+		}
+		time.Sleep(testutil.Interval)
+	}
 }
 
 // setPhase writes a pod's phase.

@@ -4,8 +4,11 @@
 
 E2E_FLAGS ?=
 E2E_TIMEOUT ?= 20m
+# The tests mostly wait on the cluster, so they run side by side even on 2
+# cores (go test's default is GOMAXPROCS at a time).
+E2E_PARALLEL ?= 16
 
 .PHONY: e2e
 e2e: cluster-tools ## End-to-end suite (test/e2e) against a local kwok cluster it starts and stops itself.
-	go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -v $(E2E_FLAGS) 2>&1 | \
+	go test -tags e2e ./test/e2e/ -count=1 -timeout $(E2E_TIMEOUT) -parallel $(E2E_PARALLEL) -v $(E2E_FLAGS) 2>&1 | \
 		grep -E --line-buffered -v '^=== (RUN|PAUSE|CONT)'

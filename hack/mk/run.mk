@@ -32,5 +32,5 @@ run-down: localcluster ## Stop `make run` and delete its local cluster.
 	$(LOCALBIN)/localcluster down $(LOCALCLUSTER_FLAGS)
 
 .PHONY: localcluster
-localcluster: ## Build bin/localcluster (drives kwokctl for make run and make e2e).
+localcluster: ## Build bin/localcluster (drives kwokctl for make run).
 	go build -o $(LOCALBIN)/localcluster ./cmd/localcluster

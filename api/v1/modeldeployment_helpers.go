@@ -52,8 +52,10 @@ func (s *ModelDeploymentSpec) AutoRollback() bool {
 // VersionResourceName is the Deployment, Service and HPA of a version: <name>-<version>.
 func VersionResourceName(md, version string) string { return md + "-" + version }
 
-// ModelDeploymentConfigMapName is the ConfigMap holding spec.config: <name>-config.
-func ModelDeploymentConfigMapName(md string) string { return md + "-config" }
+// ModelDeploymentConfigMapName is the ConfigMap holding spec.config:
+// <name>-model-config, distinct from a TrainingJob's <name>-config so a job
+// and a deployment of the same name never claim one ConfigMap.
+func ModelDeploymentConfigMapName(md string) string { return md + "-model-config" }
 
 // ModelCacheClaimName is a version's model cache PVC: <name>-<version>-model.
 func ModelCacheClaimName(md, version string) string {

@@ -96,7 +96,7 @@ func TestDesiredDeployment(t *testing.T) {
 				WithAnnotations(map[string]string{AnnotationConfigHash: configHash(md)}).
 				WithSpec(corev1ac.PodSpec().
 					WithVolumes(
-						corev1ac.Volume().WithName("model-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName("fraud-config")),
+						corev1ac.Volume().WithName("model-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName("fraud-model-config")),
 						corev1ac.Volume().WithName("model-cache").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName("fraud-v2-model")),
 					).
 					WithContainers(wantContainer)))

@@ -224,7 +224,7 @@ func TestHPAOwnedReplicasUntouched(t *testing.T) {
 	}
 	assert.True(t, applied, "ml-operator is a field manager of the Deployment")
 	cm := &corev1.ConfigMap{}
-	get(t, h.ns, "hpa-config", cm)
+	get(t, h.ns, "hpa-model-config", cm)
 	assert.Equal(t, "8", cm.Data["threads"])
 }
 
@@ -550,7 +550,7 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 	assert.Equal(t, int32(3), c.ReadinessProbe.FailureThreshold)
 	assert.Equal(t, int32(20), c.StartupProbe.FailureThreshold, "600s progress deadline / 30s interval")
 	assert.Equal(t, "/etc/model-config", c.VolumeMounts[0].MountPath)
-	assert.Equal(t, name+"-config", d.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
+	assert.Equal(t, name+"-model-config", d.Spec.Template.Spec.Volumes[0].ConfigMap.Name)
 
 	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
 	testutil.Eventually(t, func() bool {
@@ -570,7 +570,7 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 	assert.Equal(t, map[string]string{mlv1.LabelModelDeployment: name}, stable.Spec.Selector)
 	assert.Equal(t, map[string]string{mlv1.LabelModelDeployment: name, mlv1.LabelModelVersion: "v1"}, perVersion.Spec.Selector)
 	assert.Equal(t, int32(8080), stable.Spec.Ports[0].Port)
-	get(t, ns, name+"-config", &corev1.ConfigMap{})
+	get(t, ns, name+"-model-config", &corev1.ConfigMap{})
 
 	setDeploymentReady(t, ns, name+"-v1", 1)
 	testutil.Eventually(t, func() bool {

@@ -321,18 +321,21 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	if st.State.IsFinished() {
 		return r.reconcileFinished(ctx, p, pods)
 	}
+	// Below, a pass that finishes the job only records it: cleanup happens in
+	// the pass its status write triggers. Deleting pods first and then losing
+	// the write would make the next pass read the deletions as a disruption.
 	if job.Spec.EffectiveImage(r.cfg.DefaultImages) == "" {
 		r.finish(p, mlv1.StateFailed, ReasonInvalidSpec, fmt.Sprintf(
 			"spec.image: Required value: no image given and the operator has no default image for framework %q",
 			job.Spec.EffectiveFramework()))
-		return r.reconcileFinished(ctx, p, pods)
+		return nil
 	}
 	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
 		deadline := st.StartTime.Add(time.Duration(*d) * time.Second)
 		if !p.now.Before(deadline) {
 			r.finish(p, mlv1.StateFailed, ReasonDeadlineExceeded, fmt.Sprintf(
 				"spec.runPolicy.activeDeadlineSeconds: the job ran longer than %ds (started %s)", *d, st.StartTime.UTC().Format(time.RFC3339)))
-			return r.reconcileFinished(ctx, p, pods)
+			return nil
 		}
 		p.requeue(deadline)
 	}
@@ -388,11 +391,11 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	case complete:
 		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
 		r.finish(p, mlv1.StateCompleted, d.reason, d.message)
-		return r.reconcileFinished(ctx, p, pods)
+		return nil
 	case fail:
 		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
 		r.finish(p, mlv1.StateFailed, d.reason, d.message)
-		return r.reconcileFinished(ctx, p, pods)
+		return nil
 	case restartForFailure, restartForDisruption:
 		// Only the decision is written in this pass. The status write moves
 		// the job to the next attempt, and the pass it triggers deletes the

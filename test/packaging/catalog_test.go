@@ -2,14 +2,18 @@ package packaging
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/operator-registry/alpha/declcfg"
 	"github.com/operator-framework/operator-registry/alpha/model"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
@@ -122,4 +126,53 @@ func TestCatalogHeadMatchesBundleDir(t *testing.T) {
 	if head.Version.String() != csv.Spec.Version.String() {
 		t.Errorf("catalog head version %s, bundle/ CSV version %s", head.Version, csv.Spec.Version)
 	}
+}
+
+// TestCatalogHeadIsTheCurrentBundle: the newest catalog entry carries the
+// CSV and CRDs of bundle/ (run `make catalog-add` after `make bundle`).
+func TestCatalogHeadIsTheCurrentBundle(t *testing.T) {
+	cfg, _ := loadCatalog(t)
+	b := loadBundle(t)
+	for _, entry := range cfg.Bundles {
+		if entry.Name != latestRelease {
+			continue
+		}
+		if entry.CsvJSON == "" {
+			t.Fatalf("catalog entry %s has no CSV object", entry.Name)
+		}
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		if err := json.Unmarshal([]byte(entry.CsvJSON), csv); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(csv.Spec, b.CSV.Spec) {
+			t.Errorf("catalog entry %s has a different CSV spec than bundle/: run `make catalog-add VERSION=%s`", entry.Name, b.CSV.Spec.Version)
+		}
+		crds := 0
+		for _, obj := range entry.Objects {
+			if strings.Contains(obj, `"kind":"CustomResourceDefinition"`) {
+				crds++
+				var crd apiextensionsv1.CustomResourceDefinition
+				if err := json.Unmarshal([]byte(obj), &crd); err != nil {
+					t.Fatal(err)
+				}
+				found := false
+				for _, want := range b.V1CRDs {
+					if want.Name == crd.Name {
+						found = true
+						if !equality.Semantic.DeepEqual(want.Spec, crd.Spec) {
+							t.Errorf("catalog entry %s has CRD %s different from bundle/", entry.Name, crd.Name)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("catalog entry %s has CRD %s, bundle/ has not", entry.Name, crd.Name)
+				}
+			}
+		}
+		if crds != len(b.V1CRDs) {
+			t.Errorf("catalog entry %s has %d CRDs, bundle/ %d", entry.Name, crds, len(b.V1CRDs))
+		}
+		return
+	}
+	t.Fatalf("catalog has no %s", latestRelease)
 }

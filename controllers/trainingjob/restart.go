@@ -1,7 +1,9 @@
 package trainingjob
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"time"
@@ -267,26 +269,52 @@ func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
 			return decision{kind: restartForDisruption, reason: ReasonRescaled,
 				message: fmt.Sprintf("numWorkers changed from %d to %d; re-forming the gang from the latest checkpoint", formed, want)}, true
 		}
+		if tfClusterChanged(job, p) {
+			return decision{kind: restartForDisruption, reason: ReasonRescaled,
+				message: "the TensorFlow cluster changed (parameterServers); re-forming the gang from the latest checkpoint"}, true
+		}
 	}
 	return decision{}, false
 }
 
-// podNumWorkers is the NUM_WORKERS a pod was created with, 0 if unknown.
-func podNumWorkers(p *corev1.Pod) int32 {
+// tfClusterChanged reports a TensorFlow pod whose TF_CONFIG cluster is not
+// the one the spec asks for now (for example parameterServers changed).
+func tfClusterChanged(job *mlv1.TrainingJob, p *corev1.Pod) bool {
+	if job.Spec.EffectiveFramework() != mlv1.FrameworkTensorFlow {
+		return false
+	}
+	var got, want TFConfig
+	if err := json.Unmarshal([]byte(podEnv(p, "TF_CONFIG")), &got); err != nil {
+		return false
+	}
+	if err := json.Unmarshal([]byte(tfConfig(job, 0)), &want); err != nil {
+		return false
+	}
+	return !reflect.DeepEqual(got.Cluster, want.Cluster)
+}
+
+// podEnv is the value of a trainer env var in a pod, "" when absent.
+func podEnv(p *corev1.Pod, name string) string {
 	for _, c := range p.Spec.Containers {
 		if c.Name != TrainerContainerName {
 			continue
 		}
 		for _, e := range c.Env {
-			if e.Name == "NUM_WORKERS" {
-				n, err := strconv.Atoi(e.Value)
-				if err == nil {
-					return int32(n)
-				}
+			if e.Name == name {
+				return e.Value
 			}
 		}
 	}
-	return 0
+	return ""
+}
+
+// podNumWorkers is the NUM_WORKERS a pod was created with, 0 if unknown.
+func podNumWorkers(p *corev1.Pod) int32 {
+	n, err := strconv.Atoi(podEnv(p, "NUM_WORKERS"))
+	if err != nil {
+		return 0
+	}
+	return int32(n)
 }
 
 // backoffFor is the wait before the gang of the nth failure restart is

@@ -255,6 +255,20 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+func TestDecideParameterServersChangedIsRescale(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	job.Spec.Framework = mlv1.FrameworkTensorFlow
+	pods := gang(job, -1)
+	if d := decide(gangState{job: job, pods: pods, now: t0}); d.kind != keepGoing {
+		t.Fatalf("unchanged TF job: kind %d %s", d.kind, d.message)
+	}
+	job.Spec.ParameterServers = 1
+	d := decide(gangState{job: job, pods: pods, now: t0})
+	if d.kind != restartForDisruption || d.reason != ReasonRescaled {
+		t.Errorf("kind %d reason %s", d.kind, d.reason)
+	}
+}
+
 func TestDecideParameterServers(t *testing.T) {
 	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
 	job.Spec.Framework, job.Spec.ParameterServers = mlv1.FrameworkTensorFlow, 1

@@ -17,13 +17,16 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/ml-operator/ml-operator/cmd/bench/bench"
 )
 
 func main() {
+	// client-go's throttling notices are the baseline working as intended.
 	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -203,3 +203,15 @@ func (h histogram) quantile(q float64) float64 {
 	}
 	return lower
 }
+
+// clientRequests sums the manager's rest_client_requests_total by
+// "<method> <code>": every request its client sent, whatever the resource.
+func clientRequests(mf map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	if fam := mf["rest_client_requests_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			out[label(m, "method")+" "+label(m, "code")] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}

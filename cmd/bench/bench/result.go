@@ -58,6 +58,10 @@ type BurstRun struct {
 	// RunningSeconds: from the first create to every job Running.
 	RunningSeconds float64 `json:"runningSeconds"`
 	PodsPerSecond  float64 `json:"podsPerSecond"`
+	// ManagerRequests is what the manager's client sent from the first create
+	// to every job Running, by "<method> <HTTP code>"
+	// (rest_client_requests_total).
+	ManagerRequests map[string]float64 `json:"managerRequests"`
 }
 
 // Latency samples, in milliseconds.
@@ -204,6 +208,18 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "%s\tall pods created\t%s\n", name, spread(Summarize(ps), "s", 2))
 		fmt.Fprintf(tw, "\tall jobs Running\t%s\n", spread(Summarize(rs), "s", 2))
 		fmt.Fprintf(tw, "\tpods/s\t%s\n", spread(Summarize(rate), "", 1))
+		keys := make([]string, 0, len(r.Burst[0].ManagerRequests))
+		for k := range r.Burst[0].ManagerRequests {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			var xs []float64
+			for _, b := range r.Burst {
+				xs = append(xs, b.ManagerRequests[k])
+			}
+			fmt.Fprintf(tw, "\tmanager requests %s (create -> all Running)\t%s\n", k, spread(Summarize(xs), "", 0))
+		}
 		fmt.Fprintf(tw, "baseline (plain client, same QPS/burst)\tall pods created\t%s\n", spread(Summarize(base), "s", 2))
 		fmt.Fprintf(tw, "\tpods/s\t%s\n", spread(Summarize(baseRate), "", 1))
 		if br := Summarize(baseRate).Median; br > 0 {

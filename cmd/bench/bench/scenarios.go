@@ -229,6 +229,10 @@ func (r *run) burst(ctx context.Context, res *Result) error {
 		if err := r.newNamespace(ctx, ns); err != nil {
 			return err
 		}
+		mgrBefore, err := r.env.ManagerMetrics(ctx)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := r.createJobs(ctx, ns, "job", 0, r.cfg.Jobs, r.cfg.Ranks, nil); err != nil {
 			return err
@@ -251,6 +255,17 @@ func (r *run) burst(ctx context.Context, res *Result) error {
 			RunningSeconds:     runningAt.Sub(start).Seconds(),
 		}
 		b.PodsPerSecond = float64(total) / b.PodsSeconds
+		mgrAfter, err := r.env.ManagerMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		b.ManagerRequests = map[string]float64{}
+		prev := clientRequests(mgrBefore)
+		for k, v := range clientRequests(mgrAfter) {
+			if d := v - prev[k]; d > 0 {
+				b.ManagerRequests[k] = d
+			}
+		}
 		res.Burst = append(res.Burst, b)
 		r.logf("burst %d: %d jobs x %d ranks: pods in %.2fs (%.1f pods/s), all Running in %.2fs",
 			rep, r.cfg.Jobs, r.cfg.Ranks, b.PodsSeconds, b.PodsPerSecond, b.RunningSeconds)
@@ -369,11 +384,14 @@ func (r *run) latency(ctx context.Context) (*Latency, error) {
 			return nil, err
 		}
 		lat.Resume = append(lat.Resume, d)
-		_, prev := r.tracker.JobPods(ns, name)
+		// A job that is not Running yet may grow its gang in place; a
+		// Running one re-forms it as a new attempt. Either way the change
+		// has landed when the latest attempt has every rank and no other
+		// attempt is left.
 		d, err = r.patchJob(ctx, ns, name, func(j *mlv1.TrainingJob) { j.Spec.NumWorkers = int32(w + 1) }, func() bool {
 			n, attempt := r.tracker.JobPods(ns, name)
 			gang, _ := r.tracker.GangPods(ns, name, attempt)
-			return attempt > prev && n == w+1 && gang == w+1
+			return n == w+1 && gang == w+1
 		})
 		if err != nil {
 			return nil, err
@@ -402,7 +420,9 @@ func (r *run) patchJob(ctx context.Context, ns, name string, change func(*mlv1.T
 	}
 	at, err := waitUntil(ctx, time.Minute, "the change to "+name+" to reach its pods", done)
 	if err != nil {
-		return 0, err
+		n, attempt := r.tracker.JobPods(ns, name)
+		return 0, fmt.Errorf("%w (spec %+v; seen: %d pods, latest attempt %d, state %q)",
+			err, j.Spec, n, attempt, r.tracker.JobState(ns, name))
 	}
 	return ms(at.Sub(start)), nil
 }

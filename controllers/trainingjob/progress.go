@@ -80,8 +80,16 @@ func (s *HTTPScraper) Scrape(ctx context.Context, url string) (Progress, error) 
 	return parseProgress(io.LimitReader(resp.Body, 4<<20))
 }
 
-// parseProgress reads the progress gauges from Prometheus text.
-func parseProgress(r io.Reader) (Progress, error) {
+// parseProgress reads the progress gauges from Prometheus text. The text
+// comes from the user's code; the Prometheus parser has panicked on some
+// inputs, so a panic is turned into an error: a trainer's output must never
+// take the operator down.
+func parseProgress(r io.Reader) (p Progress, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			p, err = Progress{}, fmt.Errorf("parsing Prometheus text: the parser failed on this input: %v", rec)
+		}
+	}()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(r)
 	if err != nil {
@@ -128,16 +136,23 @@ func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
 // ApplyProgress writes what rank 0 reported into the job status. It reports
 // whether anything the user can see changed. The scrape time moves only with
 // the values, so an idle trainer causes no status writes.
+//
+// The values come from the user's code and are untrusted: NaN and Inf are
+// ignored, epochs are clamped to 0..MaxInt32 (and to the total once known),
+// a non-positive total is ignored, and a checkpoint time before 2000 or more
+// than a day after now is dropped, so no served value can make the status
+// unwritable.
 func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
+	p = sanitizeProgress(p)
 	st := &job.Status
 	before := st.DeepCopy()
-	if p.Epoch != nil {
-		st.CurrentEpoch = int32(*p.Epoch)
-	}
 	if total := job.Spec.TotalEpochs(); total > 0 {
 		st.TotalEpochs = total
-	} else if p.TotalEpochs != nil {
-		st.TotalEpochs = int32(*p.TotalEpochs)
+	} else if p.TotalEpochs != nil && *p.TotalEpochs >= 1 {
+		st.TotalEpochs = clampEpoch(*p.TotalEpochs, 0)
+	}
+	if p.Epoch != nil {
+		st.CurrentEpoch = clampEpoch(*p.Epoch, st.TotalEpochs)
 	}
 	if st.TotalEpochs > 0 {
 		pct := int64(st.CurrentEpoch) * 100 / int64(st.TotalEpochs)
@@ -153,29 +168,83 @@ func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
 		st.Metrics = m
 	}
 	if p.CheckpointEpoch != nil && *p.CheckpointEpoch >= 0 {
-		epoch := int32(*p.CheckpointEpoch)
+		epoch := clampEpoch(*p.CheckpointEpoch, st.TotalEpochs)
 		if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != epoch {
 			cp := &mlv1.CheckpointStatus{Epoch: epoch, Path: job.Spec.CheckpointLocation(epoch)}
-			if p.CheckpointTimestamp != nil && *p.CheckpointTimestamp > 0 {
-				sec, frac := math.Modf(*p.CheckpointTimestamp)
-				cp.Time = &metav1.Time{Time: time.Unix(int64(sec), int64(frac*1e9)).UTC()}
+			if t, ok := checkpointTime(p.CheckpointTimestamp, now); ok {
+				cp.Time = &metav1.Time{Time: t}
 			}
 			st.LastCheckpoint = cp
 		}
 	}
 	if st.StartTime != nil && st.CurrentEpoch > 0 && st.TotalEpochs > st.CurrentEpoch {
 		// Extrapolate the epoch rate since the job started; restarts make this
-		// pessimistic, which is the safer side.
-		elapsed := now.Sub(st.StartTime.Time)
-		perEpoch := elapsed / time.Duration(st.CurrentEpoch)
-		eta := metav1.NewTime(now.Add(perEpoch * time.Duration(st.TotalEpochs-st.CurrentEpoch)).Truncate(time.Minute))
-		st.EstimatedCompletionTime = &eta
+		// pessimistic, which is the safer side. Computed in seconds, so a huge
+		// total cannot overflow a Duration; an estimate past maxETA is dropped.
+		elapsed := now.Sub(st.StartTime.Time).Seconds()
+		remaining := elapsed / float64(st.CurrentEpoch) * float64(st.TotalEpochs-st.CurrentEpoch)
+		if remaining >= 0 && remaining <= maxETA.Seconds() {
+			eta := metav1.NewTime(now.Add(time.Duration(remaining * float64(time.Second))).Truncate(time.Minute))
+			st.EstimatedCompletionTime = &eta
+		} else {
+			st.EstimatedCompletionTime = nil
+		}
 	}
 	changed := !progressEqual(before, st)
 	if changed && st.Metrics != nil {
 		st.Metrics.LastScrapeTime = &metav1.Time{Time: now}
 	}
 	return changed
+}
+
+// Bounds on what a trainer may report.
+var (
+	// minCheckpointTime: a checkpoint time before this is a bogus clock.
+	minCheckpointTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	// maxClockSkew: how far after the operator's clock a checkpoint time may be.
+	maxClockSkew = 24 * time.Hour
+	// maxETA: an estimated completion further away than this is not shown.
+	maxETA = 100 * 365 * 24 * time.Hour
+)
+
+// sanitizeProgress drops NaN and Inf values, which JSON cannot carry: a
+// status holding one could never be written.
+func sanitizeProgress(p Progress) Progress {
+	finite := func(v *float64) *float64 {
+		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
+			return nil
+		}
+		c := *v
+		return &c
+	}
+	return Progress{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
+		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
+		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp)}
+}
+
+// clampEpoch turns a reported (finite) epoch into 0..MaxInt32, and at most
+// total when total is known (> 0).
+func clampEpoch(v float64, total int32) int32 {
+	limit := float64(math.MaxInt32)
+	if total > 0 {
+		limit = float64(total)
+	}
+	return int32(max(0, min(limit, math.Trunc(v))))
+}
+
+// checkpointTime is a reported checkpoint time, if it is sane: not before
+// 2000 and not more than maxClockSkew after now. Anything else (including
+// times past year 9999, which the API server refuses) is dropped.
+func checkpointTime(ts *float64, now time.Time) (time.Time, bool) {
+	if ts == nil {
+		return time.Time{}, false
+	}
+	lo, hi := float64(minCheckpointTime.Unix()), float64(now.Add(maxClockSkew).Unix())
+	if *ts < lo || *ts > hi {
+		return time.Time{}, false
+	}
+	sec, frac := math.Modf(*ts)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC(), true
 }
 
 // progressEqual compares the progress fields of two statuses.

@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -28,11 +29,20 @@ const maxPasses = 30
 // wrapped with funcs.
 func newJobReconciler(t *testing.T, funcs interceptor.Funcs) *trainingjob.Reconciler {
 	t.Helper()
+	r, _ := newJobReconcilerWithClock(t, funcs)
+	return r
+}
+
+// newJobReconcilerWithClock also returns the fake clock the reconciler
+// decides by (backoffs, grace periods).
+func newJobReconcilerWithClock(t *testing.T, funcs interceptor.Funcs) (*trainingjob.Reconciler, *clocktesting.FakeClock) {
+	t.Helper()
 	base := directClient(t)
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	return trainingjob.NewReconciler(interceptor.NewClient(base, funcs), base, events.NewFakeRecorder(1000), trainingjob.Config{
 		DefaultImages: imgs,
-		Clock:         clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
-	})
+		Clock:         clk,
+	}), clk
 }
 
 func getJob(t *testing.T, key client.ObjectKey) *mlv1.TrainingJob {
@@ -59,14 +69,20 @@ func jobPods(t *testing.T, key client.ObjectKey) []string {
 // requireNotFailed asserts that nothing injected counted against the job.
 func requireNotFailed(t *testing.T, job *mlv1.TrainingJob) {
 	t.Helper()
+	requireNeverFailed(t, job)
+	require.Zero(t, job.Status.Restarts, "restarts")
+	require.Zero(t, job.Status.Disruptions, "disruptions")
+}
+
+// requireNeverFailed asserts the job is not Failed.
+func requireNeverFailed(t *testing.T, job *mlv1.TrainingJob) {
+	t.Helper()
 	require.NotEqual(t, mlv1.StateFailed, job.Status.State, "an API error failed the job: %+v", job.Status.Conditions)
 	for _, c := range job.Status.Conditions {
 		if c.Type == mlv1.TrainingJobFailed {
 			require.NotEqual(t, "True", string(c.Status), "Failed condition: %s: %s", c.Reason, c.Message)
 		}
 	}
-	require.Zero(t, job.Status.Restarts, "restarts")
-	require.Zero(t, job.Status.Disruptions, "disruptions")
 }
 
 // Every other status write of the TrainingJob reconciler meets a real
@@ -114,6 +130,80 @@ func TestTrainingJobStatusWritesSurviveConflicts(t *testing.T) {
 	assert.Equal(t, int32(2), job.Status.Workers.Active)
 	assert.Equal(t, job.Generation, job.Status.ObservedGeneration)
 	assert.GreaterOrEqual(t, conflicts, 3, "conflicts met (a write per state)")
+}
+
+// A rank failure under the same conflicts (every other status write is
+// stale) restarts the gang exactly once: the restart is counted once, not
+// once per redone pass, spends one unit of backoffLimit, and the new gang
+// has one pod per rank, all of the next attempt.
+//
+// It runs twice, the conflicts hitting the odd and then the even writes, so
+// that the pass deciding the restart meets a conflict in one of the runs.
+func TestTrainingJobGangRestartCountedOnceUnderConflicts(t *testing.T) {
+	for _, parity := range []int{1, 0} {
+		t.Run(fmt.Sprintf("conflict-on-writes-mod-2-eq-%d", parity), func(t *testing.T) {
+			gangRestartUnderConflicts(t, parity)
+		})
+	}
+}
+
+func gangRestartUnderConflicts(t *testing.T, parity int) {
+	ns := testutil.Namespace(t, k8s)
+	key := client.ObjectKey{Namespace: ns, Name: "restart"}
+	writes, conflicts := 0, 0
+	r, clk := newJobReconcilerWithClock(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes++
+			if writes%2 == parity {
+				bump(t, obj)
+			}
+			err := c.SubResource(sub).Update(ctx, obj, opts...)
+			if apierrors.IsConflict(err) {
+				conflicts++
+			}
+			return err
+		},
+	})
+	require.NoError(t, k8s.Create(ctx, testutil.TrainingJob(key.Name, ns).Workers(2).GPUs(0).BackoffLimit(3).Obj()))
+	runPods := func() {
+		for _, name := range jobPods(t, key) {
+			require.NoError(t, testutil.SetPodPhase(ctx, k8s, ns, name, corev1.PodRunning, testutil.WithPodIP("10.0.0.1")))
+		}
+	}
+	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
+		if job.Status.State == mlv1.StateInitializing {
+			runPods()
+		}
+		return job.Status.State == mlv1.StateRunning
+	})
+
+	require.NoError(t, testutil.SetPodPhase(ctx, k8s, ns, "restart-worker-1", corev1.PodFailed,
+		testutil.WithExitCode("trainer", 1, "Error")))
+	sawRestarting := false
+	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
+		switch job.Status.State {
+		case mlv1.StateRestarting:
+			sawRestarting = true
+			if len(jobPods(t, key)) == 0 {
+				clk.Step(11 * time.Second) // past the first backoff (10 s)
+			}
+		case mlv1.StateInitializing:
+			runPods()
+		}
+		return sawRestarting && job.Status.State == mlv1.StateRunning
+	})
+
+	job := getJob(t, key)
+	requireNeverFailed(t, job)
+	assert.Equal(t, int32(1), job.Status.Restarts, "one failure, one restart")
+	assert.Zero(t, job.Status.Disruptions)
+	pods := &corev1.PodList{}
+	require.NoError(t, k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{mlv1.LabelTrainingJob: key.Name}))
+	require.Len(t, pods.Items, 2, "one pod per rank")
+	for _, p := range pods.Items {
+		assert.Equal(t, "1", p.Labels[mlv1.LabelRestartAttempt], "pod %s", p.Name)
+	}
+	assert.GreaterOrEqual(t, conflicts, 4, "conflicts met")
 }
 
 // Transient errors on pod creation (503, 429, 504, 500, timeouts) end the
@@ -208,7 +298,7 @@ func passUntil(t *testing.T, r *trainingjob.Reconciler, key client.ObjectKey, do
 			require.Truef(t, isRetriable(err), "pass %d: unexpected error %v", i, err)
 		}
 		job := getJob(t, key)
-		requireNotFailed(t, job)
+		requireNeverFailed(t, job)
 		if done(job) {
 			return failed
 		}

@@ -423,7 +423,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	// Count pods the API server has but the cache does not show yet, so the
 	// pass that sees them arrive has nothing new to write.
 	observeWorkers(st, append(current, inFlight...), job.Spec.EffectiveGPUResourceName())
-	r.updateActiveState(p)
+	r.updateActiveState(p, current)
 	if st.State == mlv1.StateRunning {
 		r.scrapeProgress(ctx, p, current)
 	}
@@ -432,7 +432,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 
 // updateActiveState moves a job that runs its gang between Initializing and
 // Running, with the Running condition and event.
-func (r *Reconciler) updateActiveState(p *pass) {
+func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 	job, st := p.job, &p.job.Status
 	now := metav1.NewTime(p.now)
 	prev := st.State
@@ -447,7 +447,7 @@ func (r *Reconciler) updateActiveState(p *pass) {
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
 		p.event(corev1.EventTypeNormal, "Running", "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
 	}
-	setCondition(st, runningCondition(job), now)
+	setCondition(st, unschedulableCondition(runningCondition(job), pods), now)
 }
 
 // seenRanks are the ranks whose pod a previous pass observed in the current attempt.

@@ -17,6 +17,9 @@ const (
 	ReasonResourcesCreated = "ResourcesCreated"
 	// ReasonWorkersPending: not every rank is running yet.
 	ReasonWorkersPending = "WorkersPending"
+	// ReasonUnschedulable: a rank's pod cannot be scheduled (the scheduler's
+	// message, e.g. the resource that is short, is in the condition).
+	ReasonUnschedulable = "Unschedulable"
 	// ReasonAllWorkersRunning: every rank is running.
 	ReasonAllWorkersRunning = "AllWorkersRunning"
 	// ReasonAllWorkersSucceeded: every rank exited 0.
@@ -145,6 +148,29 @@ func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 	default:
 		c.Reason = ReasonWorkersPending
 		c.Message = fmt.Sprintf("%d of %d ranks running, %d pending", st.Workers.Active, want, st.Workers.Pending)
+	}
+	return c
+}
+
+// unschedulableCondition turns a Running=False WorkersPending condition into
+// Running=False Unschedulable when a rank's pod has PodScheduled=False with
+// reason Unschedulable, carrying the scheduler's message and naming the
+// lowest such rank. Any other condition is returned unchanged.
+func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condition {
+	if c.Status != metav1.ConditionFalse || c.Reason != ReasonWorkersPending {
+		return c
+	}
+	for _, p := range sortedByRank(pods) {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, pc := range p.Status.Conditions {
+			if pc.Type == corev1.PodScheduled && pc.Status == corev1.ConditionFalse && pc.Reason == corev1.PodReasonUnschedulable {
+				c.Reason = ReasonUnschedulable
+				c.Message = fmt.Sprintf("%s; rank %d (pod %s) is unschedulable: %s", c.Message, rankOf(p), p.Name, pc.Message)
+				return c
+			}
+		}
 	}
 	return c
 }

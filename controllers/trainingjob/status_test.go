@@ -3,6 +3,7 @@ package trainingjob
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,5 +145,36 @@ func TestJobOfLabel(t *testing.T) {
 	pvc.Labels = nil
 	if reqs := jobOfLabel(context.Background(), pvc); len(reqs) != 0 {
 		t.Errorf("unlabelled object mapped to %v", reqs)
+	}
+}
+
+func TestUnschedulableCondition(t *testing.T) {
+	job := testJob(mlv1.FrameworkPyTorch)
+	job.Status.State = mlv1.StateInitializing
+	pending := runningCondition(job)
+	mk := func(rank int32, node string, cond *corev1.PodCondition) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: mlv1.WorkerPodName(job.Name, rank),
+			Labels: map[string]string{mlv1.LabelRank: fmt.Sprint(rank)}}}
+		p.Spec.NodeName = node
+		if cond != nil {
+			p.Status.Conditions = []corev1.PodCondition{*cond}
+		}
+		return p
+	}
+	unsched := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/6 nodes are available: 4 Insufficient nvidia.com/gpu."}
+	other := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}
+
+	c := unschedulableCondition(pending, []*corev1.Pod{mk(2, "", unsched), mk(0, "n1", nil), mk(1, "", unsched)})
+	if c.Reason != ReasonUnschedulable || c.Status != metav1.ConditionFalse ||
+		!strings.Contains(c.Message, "rank 1 (pod "+mlv1.WorkerPodName(job.Name, 1)+") is unschedulable: 0/6 nodes are available: 4 Insufficient nvidia.com/gpu.") {
+		t.Errorf("condition %+v", c)
+	}
+	if c := unschedulableCondition(pending, []*corev1.Pod{mk(0, "", other), mk(1, "n1", nil)}); c != pending {
+		t.Errorf("no unschedulable pod: %+v", c)
+	}
+	job.Status.State = mlv1.StateRunning
+	if running := runningCondition(job); unschedulableCondition(running, []*corev1.Pod{mk(0, "", unsched)}) != running {
+		t.Errorf("only a pending condition is explained")
 	}
 }

@@ -2,6 +2,7 @@ package fuzz_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
@@ -39,14 +41,10 @@ var percent = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
 // FuzzProgressScrape feeds arbitrary text, as a trainer's metrics endpoint
 // could serve it (rank 0 runs the user's code: its output is untrusted), to
 // the operator's scrape and ApplyProgress. Whatever it serves, the operator
-// must not panic, and the progress it shows is 0..100 %.
-//
-// Two stronger properties do not hold today and are left out until the
-// controller is fixed (issue 10 report): a negative or huge training_epoch
-// gives a negative (or int32-wrapped) status.currentEpoch, and a
-// training_checkpoint_timestamp_seconds past year 9999 gives a
-// status.lastCheckpoint.time the API server refuses, so every status write
-// of that job fails.
+// must not panic, and the status it computes must stay writable and sane:
+// it encodes to JSON and decodes back (as the API server decodes the status
+// write), progress is 0..100 %, epochs are not negative. The last two seeds
+// crashed prometheus/common's text parser before progress.go guarded it.
 func FuzzProgressScrape(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -59,6 +57,8 @@ func FuzzProgressScrape(f *testing.F) {
 		"training_checkpoint_epoch 2\ntraining_checkpoint_timestamp_seconds 1e15\n",
 		"# TYPE training_epoch counter\ntraining_epoch 2\n# TYPE training_loss histogram\ntraining_loss_bucket{le=\"+Inf\"} 1\n",
 		"not prometheus at all {{{",
+		"#0000000000000000000000000\n{}",
+		"{}0",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -79,8 +79,23 @@ func FuzzProgressScrape(f *testing.F) {
 		job.Status.StartTime = &metav1.Time{Time: start}
 		trainingjob.ApplyProgress(job, p, now)
 		st := job.Status
+		// The status write is JSON the API server decodes again.
+		data, err := json.Marshal(st)
+		if err != nil {
+			t.Fatalf("status after this scrape cannot be encoded: %v (%+v)", err, p)
+		}
+		var back mlv1.TrainingJobStatus
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatalf("status after this scrape cannot be decoded by the API server: %v", err)
+		}
+		if st.CurrentEpoch < 0 || st.TotalEpochs < 0 {
+			t.Fatalf("negative epochs: current %d, total %d", st.CurrentEpoch, st.TotalEpochs)
+		}
 		if st.Progress != "" && !percent.MatchString(st.Progress) {
 			t.Fatalf("progress %q", st.Progress)
+		}
+		if cp := st.LastCheckpoint; cp != nil && cp.Epoch < 0 {
+			t.Fatalf("negative checkpoint epoch %d", cp.Epoch)
 		}
 	})
 }

@@ -681,6 +681,16 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	if len(missing) == 0 {
 		return workersOnly(inFlight), nil
 	}
+	// A gang scheduler's PodGroup exists before the pods that name it.
+	gs, group, grouped, err := r.ensurePodGroup(ctx, job, attempt, want)
+	if err != nil {
+		return workersOnly(inFlight), err
+	}
+	if grouped {
+		for _, pod := range missing {
+			annotateForPodGroup(pod, gs, group)
+		}
+	}
 	var mu sync.Mutex
 	sem := make(chan struct{}, r.cfg.CreateParallelism)
 	errs := make(chan error, len(missing))

@@ -68,6 +68,8 @@ type Config struct {
 	ScrapeBackoffMax time.Duration
 	// Scraper reads rank 0's progress.
 	Scraper ProgressScraper
+	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
+	MLflow MLflowClient
 }
 
 // Defaults of Config.
@@ -108,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.Scraper == nil {
 		c.Scraper = NewHTTPScraper()
 	}
+	if c.MLflow == nil {
+		c.MLflow = NewHTTPMLflowClient()
+	}
 	return c
 }
 
@@ -119,6 +124,8 @@ type Reconciler struct {
 	cfg       Config
 	expect    *expectations
 	scrapes   *scrapeTracker
+	// tracking backs off failing MLflow calls per job.
+	tracking *scrapeTracker
 }
 
 // NewReconciler builds the reconciler. c is the manager's (cached) client;
@@ -132,6 +139,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		cfg:       cfg.withDefaults(),
 		expect:    newExpectations(),
 		scrapes:   newScrapeTracker(),
+		tracking:  newScrapeTracker(),
 	}
 }
 
@@ -247,6 +255,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			forgetJobMetrics(req.NamespacedName)
 			r.scrapes.forget(req.NamespacedName)
+			r.tracking.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -265,6 +274,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// What this pass scraped is lost with the write: scrape again on
 			// the next pass rather than an interval later.
 			r.scrapes.forget(req.NamespacedName)
+			r.tracking.forget(req.NamespacedName)
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				// A newer version exists; its own event reconciles it.
 				return ctrl.Result{}, nil
@@ -424,6 +434,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	// pass that sees them arrive has nothing new to write.
 	observeWorkers(st, append(current, inFlight...), job.Spec.EffectiveGPUResourceName())
 	r.updateActiveState(p, current)
+	r.ensureMLflowRun(ctx, p)
 	if st.State == mlv1.StateRunning {
 		r.scrapeProgress(ctx, p, current)
 	}
@@ -546,6 +557,7 @@ func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, messag
 // reconcileFinished applies cleanPodPolicy and ttlSecondsAfterFinished.
 func (r *Reconciler) reconcileFinished(ctx context.Context, p *pass, pods []*corev1.Pod) error {
 	job := p.job
+	r.endMLflowRun(ctx, p)
 	var doomed []*corev1.Pod
 	for _, pod := range pods {
 		switch job.Spec.EffectiveCleanPodPolicy() {
@@ -895,8 +907,8 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	progress, err := r.cfg.Scraper.Scrape(sctx, url)
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	setCondition(&job.Status, progressCondition(job, err, url), metav1.NewTime(p.now))
-	if err == nil {
-		ApplyProgress(job, progress, p.now)
+	if err == nil && ApplyProgress(job, progress, p.now) {
+		r.logMLflowMetrics(ctx, p)
 	}
 }
 

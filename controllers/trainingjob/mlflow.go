@@ -1,0 +1,322 @@
+package trainingjob
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// ConditionMLflowTracking says whether the job's MLflow run is tracked. It
+// never affects the job's state: an MLflow outage never blocks or fails a job.
+const ConditionMLflowTracking = "MLflowTracking"
+
+// MLflowTracking condition reasons.
+const (
+	ReasonRunTracked     = "RunTracked"
+	ReasonRunEnded       = "RunEnded"
+	ReasonTrackingFailed = "TrackingFailed"
+)
+
+// MLflow run statuses (MLflow's RunStatus).
+const (
+	MLflowRunFinished = "FINISHED"
+	MLflowRunFailed   = "FAILED"
+	MLflowRunKilled   = "KILLED"
+)
+
+// MLflowMetric is one logged metric value.
+type MLflowMetric struct {
+	Key       string  `json:"key"`
+	Value     float64 `json:"value"`
+	Timestamp int64   `json:"timestamp"` // milliseconds since the epoch
+	Step      int64   `json:"step"`
+}
+
+// MLflowTag is a run tag.
+type MLflowTag struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// MLflowClient is the part of MLflow's tracking REST API the operator uses.
+type MLflowClient interface {
+	// CreateRun creates a run in the named experiment (created if missing)
+	// and returns its id.
+	CreateRun(ctx context.Context, trackingURI, experiment, runName string, start time.Time, tags []MLflowTag) (string, error)
+	// LogMetrics logs metric values to a run.
+	LogMetrics(ctx context.Context, trackingURI, runID string, metrics []MLflowMetric) error
+	// EndRun sets a run's final status.
+	EndRun(ctx context.Context, trackingURI, runID, status string, end time.Time) error
+}
+
+// HTTPMLflowClient talks to MLflow's REST API (/api/2.0/mlflow/...).
+type HTTPMLflowClient struct {
+	Client *http.Client
+}
+
+// NewHTTPMLflowClient returns a client with short timeouts: a call blocks a
+// reconcile worker, and a slow tracking server must not stall the others.
+func NewHTTPMLflowClient() *HTTPMLflowClient {
+	return &HTTPMLflowClient{Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	}}}
+}
+
+// mlflowError is MLflow's error body.
+type mlflowError struct {
+	ErrorCode string `json:"error_code"`
+	Message   string `json:"message"`
+}
+
+// call sends one request; in (if not nil) is the JSON body, out (if not nil)
+// receives the JSON response. It returns the HTTP status and MLflow's
+// error_code on failure.
+func (c *HTTPMLflowClient) call(ctx context.Context, method, base, endpoint string, query url.Values, in, out any) (string, error) {
+	u := strings.TrimRight(base, "/") + "/api/2.0/mlflow/" + endpoint
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return "", err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return "", err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.Client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e mlflowError
+		_ = json.Unmarshal(data, &e)
+		return e.ErrorCode, fmt.Errorf("%s %s: HTTP %d %s %s", method, endpoint, resp.StatusCode, e.ErrorCode, e.Message)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return "", fmt.Errorf("%s %s: reading the response: %w", method, endpoint, err)
+		}
+	}
+	return "", nil
+}
+
+// experimentID finds the experiment by name, creating it when missing.
+func (c *HTTPMLflowClient) experimentID(ctx context.Context, base, name string) (string, error) {
+	var got struct {
+		Experiment struct {
+			ExperimentID string `json:"experiment_id"`
+		} `json:"experiment"`
+	}
+	code, err := c.call(ctx, http.MethodGet, base, "experiments/get-by-name", url.Values{"experiment_name": {name}}, nil, &got)
+	if err == nil {
+		return got.Experiment.ExperimentID, nil
+	}
+	if code != "RESOURCE_DOES_NOT_EXIST" {
+		return "", err
+	}
+	var created struct {
+		ExperimentID string `json:"experiment_id"`
+	}
+	code, err = c.call(ctx, http.MethodPost, base, "experiments/create", nil, map[string]string{"name": name}, &created)
+	if code == "RESOURCE_ALREADY_EXISTS" {
+		// Created concurrently by someone else.
+		return c.experimentID(ctx, base, name)
+	}
+	return created.ExperimentID, err
+}
+
+// CreateRun implements MLflowClient.
+func (c *HTTPMLflowClient) CreateRun(ctx context.Context, base, experiment, runName string, start time.Time, tags []MLflowTag) (string, error) {
+	if experiment == "" {
+		experiment = "Default"
+	}
+	expID, err := c.experimentID(ctx, base, experiment)
+	if err != nil {
+		return "", err
+	}
+	var got struct {
+		Run struct {
+			Info struct {
+				RunID string `json:"run_id"`
+			} `json:"info"`
+		} `json:"run"`
+	}
+	in := map[string]any{"experiment_id": expID, "run_name": runName, "start_time": start.UnixMilli(), "tags": tags}
+	if _, err := c.call(ctx, http.MethodPost, base, "runs/create", nil, in, &got); err != nil {
+		return "", err
+	}
+	if got.Run.Info.RunID == "" {
+		return "", errors.New("runs/create: the response has no run.info.run_id")
+	}
+	return got.Run.Info.RunID, nil
+}
+
+// LogMetrics implements MLflowClient.
+func (c *HTTPMLflowClient) LogMetrics(ctx context.Context, base, runID string, metrics []MLflowMetric) error {
+	_, err := c.call(ctx, http.MethodPost, base, "runs/log-batch", nil, map[string]any{"run_id": runID, "metrics": metrics}, nil)
+	return err
+}
+
+// EndRun implements MLflowClient.
+func (c *HTTPMLflowClient) EndRun(ctx context.Context, base, runID, status string, end time.Time) error {
+	_, err := c.call(ctx, http.MethodPost, base, "runs/update", nil,
+		map[string]any{"run_id": runID, "status": status, "end_time": end.UnixMilli()}, nil)
+	return err
+}
+
+// progressMetrics are the metrics to log for a job's current progress, at
+// step = the current epoch.
+func progressMetrics(st *mlv1.TrainingJobStatus, now time.Time) []MLflowMetric {
+	ms := now.UnixMilli()
+	step := int64(st.CurrentEpoch)
+	out := []MLflowMetric{{Key: "epoch", Value: float64(st.CurrentEpoch), Timestamp: ms, Step: step}}
+	if m := st.Metrics; m != nil {
+		for key, v := range map[string]*float64{"loss": m.Loss, "accuracy": m.Accuracy, "throughput_samples_per_second": m.Throughput} {
+			if v != nil {
+				out = append(out, MLflowMetric{Key: key, Value: *v, Timestamp: ms, Step: step})
+			}
+		}
+	}
+	return out
+}
+
+// finalRunStatus is the MLflow status of a finished job: FINISHED when it
+// completed, KILLED when the operator stopped it (deadline exceeded), else FAILED.
+func finalRunStatus(job *mlv1.TrainingJob) string {
+	if job.Status.State == mlv1.StateCompleted {
+		return MLflowRunFinished
+	}
+	if c := findCondition(job.Status.Conditions, mlv1.TrainingJobFailed); c != nil && c.Reason == ReasonDeadlineExceeded {
+		return MLflowRunKilled
+	}
+	return MLflowRunFailed
+}
+
+// trackingCondition records the outcome of an MLflow call.
+func trackingCondition(job *mlv1.TrainingJob, reason string, err error) metav1.Condition {
+	c := metav1.Condition{Type: ConditionMLflowTracking, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: job.Generation}
+	mf := job.Spec.Tracking.MLflow
+	switch {
+	case err != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonTrackingFailed
+		c.Message = fmt.Sprintf("MLflow at %s: %v (retried; the job is not affected)", mf.TrackingURI, err)
+	case reason == ReasonRunEnded:
+		c.Message = fmt.Sprintf("run %s ended as %s", job.Status.MLflowRunID, finalRunStatus(job))
+	default:
+		c.Message = fmt.Sprintf("run %s in experiment %q at %s", job.Status.MLflowRunID, mf.ExperimentName, mf.TrackingURI)
+	}
+	return c
+}
+
+// mlflowEnabled reports whether the job is tracked in MLflow.
+func mlflowEnabled(job *mlv1.TrainingJob) bool {
+	return job.Spec.Tracking != nil && job.Spec.Tracking.MLflow != nil
+}
+
+// mlflowCtx bounds one MLflow call.
+func mlflowCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 5*time.Second)
+}
+
+// ensureMLflowRun creates the job's run once it has started. A failure is a
+// condition and a retry with backoff, never an error of the pass.
+func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
+	job, st := p.job, &p.job.Status
+	if !mlflowEnabled(job) || st.MLflowRunID != "" || st.StartTime == nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(job)
+	if ok, next := r.tracking.due(key, p.now); !ok {
+		p.requeue(next)
+		return
+	}
+	mf := job.Spec.Tracking.MLflow
+	tags := []MLflowTag{{Key: "ml.example.com/trainingjob", Value: job.Name}, {Key: "ml.example.com/namespace", Value: job.Namespace},
+		{Key: "ml.example.com/attempt", Value: fmt.Sprint(st.Attempt())}, {Key: "mlflow.runName", Value: job.Namespace + "/" + job.Name}}
+	cctx, cancel := mlflowCtx(ctx)
+	defer cancel()
+	id, err := r.cfg.MLflow.CreateRun(cctx, mf.TrackingURI, mf.ExperimentName, job.Namespace+"/"+job.Name, st.StartTime.Time, tags)
+	r.retryTracking(p, key, err)
+	if err == nil {
+		st.MLflowRunID = id
+		p.event("Normal", "MLflowRunCreated", "MLflow run %s created at %s", id, mf.TrackingURI)
+	}
+	setCondition(st, trackingCondition(job, ReasonRunTracked, err), metav1.NewTime(p.now))
+}
+
+// retryTracking schedules the retry of a failed MLflow call (backoff like a
+// failing scrape), or clears the backoff after a success.
+func (r *Reconciler) retryTracking(p *pass, key client.ObjectKey, err error) {
+	if err == nil {
+		r.tracking.forget(key)
+		return
+	}
+	p.requeue(r.tracking.record(key, p.now, false, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+}
+
+// logMLflowMetrics logs the job's progress to its run.
+func (r *Reconciler) logMLflowMetrics(ctx context.Context, p *pass) {
+	job := p.job
+	if !mlflowEnabled(job) || job.Status.MLflowRunID == "" {
+		return
+	}
+	cctx, cancel := mlflowCtx(ctx)
+	defer cancel()
+	err := r.cfg.MLflow.LogMetrics(cctx, job.Spec.Tracking.MLflow.TrackingURI, job.Status.MLflowRunID, progressMetrics(&job.Status, p.now))
+	setCondition(&job.Status, trackingCondition(job, ReasonRunTracked, err), metav1.NewTime(p.now))
+}
+
+// endMLflowRun sets the run's final status once the job finished; retried
+// with backoff for an hour after completion while MLflow fails.
+func (r *Reconciler) endMLflowRun(ctx context.Context, p *pass) {
+	job, st := p.job, &p.job.Status
+	if !mlflowEnabled(job) || st.MLflowRunID == "" {
+		return
+	}
+	if c := findCondition(st.Conditions, ConditionMLflowTracking); c != nil && c.Reason == ReasonRunEnded {
+		return
+	}
+	if st.CompletionTime != nil && p.now.Sub(st.CompletionTime.Time) > time.Hour {
+		return
+	}
+	key := client.ObjectKeyFromObject(job)
+	if ok, next := r.tracking.due(key, p.now); !ok {
+		p.requeue(next)
+		return
+	}
+	cctx, cancel := mlflowCtx(ctx)
+	defer cancel()
+	end := p.now
+	if st.CompletionTime != nil {
+		end = st.CompletionTime.Time
+	}
+	err := r.cfg.MLflow.EndRun(cctx, job.Spec.Tracking.MLflow.TrackingURI, st.MLflowRunID, finalRunStatus(job), end)
+	r.retryTracking(p, key, err)
+	setCondition(st, trackingCondition(job, ReasonRunEnded, err), metav1.NewTime(p.now))
+}

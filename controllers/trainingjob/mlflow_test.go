@@ -70,7 +70,9 @@ func (f *fakeMLflow) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(v)
 	}
-	fail := func(code int, errCode, msg string) { reply(code, map[string]string{"error_code": errCode, "message": msg}) }
+	fail := func(code int, errCode, msg string) {
+		reply(code, map[string]string{"error_code": errCode, "message": msg})
+	}
 	if f.down {
 		fail(http.StatusServiceUnavailable, "TEMPORARILY_UNAVAILABLE", "the tracking server is down")
 		return

@@ -113,18 +113,27 @@ func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
 		hc.Endpoint = DefaultHealthEndpoint
 	}
 	hc.Port = ptr.To(s.EffectiveHealthPort())
-	hc.IntervalSeconds = s.EffectiveIntervalSeconds()
+	// Only unset (zero) values are filled: an explicit non-positive one is
+	// left for the CRD schema's minimum to refuse, although the Effective*
+	// helpers would read it as the default.
+	if hc.IntervalSeconds == 0 {
+		hc.IntervalSeconds = s.EffectiveIntervalSeconds()
+	}
 	if hc.TimeoutSeconds == 0 {
 		hc.TimeoutSeconds = DefaultHealthTimeoutSeconds
 	}
-	hc.FailureThreshold = s.EffectiveFailureThreshold()
+	if hc.FailureThreshold == 0 {
+		hc.FailureThreshold = s.EffectiveFailureThreshold()
+	}
 
 	if s.Traffic.Router == "" {
 		s.Traffic.Router = mlv1.RouterAuto
 	}
 	s.Rollout.AutoRollback = ptr.To(s.AutoRollback())
 	s.Rollout.MaxErrorRate = ptr.To(s.EffectiveMaxErrorRate())
-	s.Rollout.ProgressDeadlineSeconds = s.EffectiveProgressDeadlineSeconds()
+	if s.Rollout.ProgressDeadlineSeconds == 0 {
+		s.Rollout.ProgressDeadlineSeconds = s.EffectiveProgressDeadlineSeconds()
+	}
 
 	if st := s.Storage; st != nil {
 		if st.Size == nil {

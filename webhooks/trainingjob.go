@@ -104,17 +104,28 @@ func DefaultTrainingJob(job, old *mlv1.TrainingJob, images map[string]string) {
 
 	s.Framework = s.EffectiveFramework()
 	s.Image = s.EffectiveImage(images)
-	s.NumWorkers = s.EffectiveNumWorkers()
+	// Only unset fields (zero, nil) are filled: an explicit out-of-range
+	// value, such as numWorkers: -1, is left for validation to refuse,
+	// although the Effective* helpers would read it as the default.
+	if s.NumWorkers == 0 {
+		s.NumWorkers = s.EffectiveNumWorkers()
+	}
 	s.GPUsPerWorker = ptr.To(s.EffectiveGPUs())
 	s.GPUResourceName = string(s.EffectiveGPUResourceName())
-	s.NProcPerNode = ptr.To(s.EffectiveNProcPerNode())
+	if s.NProcPerNode == nil {
+		s.NProcPerNode = ptr.To(s.EffectiveNProcPerNode())
+	}
 
 	cp := &s.Checkpoint
 	cp.Enabled = ptr.To(s.CheckpointEnabled())
-	cp.Frequency = s.EffectiveCheckpointFrequency()
+	if cp.Frequency == 0 {
+		cp.Frequency = s.EffectiveCheckpointFrequency()
+	}
 	cp.Path = s.EffectiveCheckpointPath()
 	cp.RetainOnDelete = ptr.To(s.RetainCheckpoints())
-	cp.KeepLast = s.EffectiveCheckpointKeepLast()
+	if cp.KeepLast == 0 {
+		cp.KeepLast = s.EffectiveCheckpointKeepLast()
+	}
 	if old == nil {
 		cp.Storage.Type = s.EffectiveCheckpointStorageType()
 		if cp.Storage.Type == mlv1.StorageTypePVC && cp.Storage.ExistingClaim == "" {

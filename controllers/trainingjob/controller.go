@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -907,7 +908,11 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	progress, err := r.cfg.Scraper.Scrape(sctx, url)
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	setCondition(&job.Status, progressCondition(job, err, url), metav1.NewTime(p.now))
-	if err == nil && ApplyProgress(job, progress, p.now) {
+	var base rateBaseline
+	if err == nil && progress.Epoch != nil && !math.IsNaN(*progress.Epoch) {
+		base = r.scrapes.baseline(key, job.Status.Attempt(), clampEpoch(*progress.Epoch, job.Status.TotalEpochs), p.now)
+	}
+	if err == nil && applyProgress(job, progress, p.now, base) {
 		r.logMLflowMetrics(ctx, p)
 	}
 }

@@ -143,6 +143,21 @@ func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
 // than a day after now is dropped, so no served value can make the status
 // unwritable.
 func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
+	return applyProgress(job, p, now, rateBaseline{})
+}
+
+// rateBaseline is where the current attempt's epoch rate is measured from:
+// the epoch rank 0 reported at the attempt's first scrape, and when. The
+// zero value measures from epoch 0 at status.startTime.
+type rateBaseline struct {
+	epoch int32
+	at    time.Time
+}
+
+// applyProgress is ApplyProgress with the estimated completion extrapolated
+// from the epoch rate since base, when base is set and the attempt has made
+// progress since; otherwise from the rate since the job started.
+func applyProgress(job *mlv1.TrainingJob, p Progress, now time.Time, base rateBaseline) bool {
 	p = sanitizeProgress(p)
 	st := &job.Status
 	before := st.DeepCopy()
@@ -177,12 +192,20 @@ func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
 			st.LastCheckpoint = cp
 		}
 	}
-	if st.StartTime != nil && st.CurrentEpoch > 0 && st.TotalEpochs > st.CurrentEpoch {
-		// Extrapolate the epoch rate since the job started; restarts make this
-		// pessimistic, which is the safer side. Computed in seconds, so a huge
-		// total cannot overflow a Duration; an estimate past maxETA is dropped.
-		elapsed := now.Sub(st.StartTime.Time).Seconds()
-		remaining := elapsed / float64(st.CurrentEpoch) * float64(st.TotalEpochs-st.CurrentEpoch)
+	since, done := time.Time{}, int32(0)
+	switch {
+	case !base.at.IsZero() && st.CurrentEpoch > base.epoch && now.After(base.at):
+		// The current attempt's own rate: it resumed from a checkpoint, so
+		// the time before its restart says nothing about its speed.
+		since, done = base.at, st.CurrentEpoch-base.epoch
+	case st.StartTime != nil && st.CurrentEpoch > 0:
+		since, done = st.StartTime.Time, st.CurrentEpoch
+	}
+	if done > 0 && st.TotalEpochs > st.CurrentEpoch {
+		// Extrapolate the epoch rate. Computed in seconds, so a huge total
+		// cannot overflow a Duration; an estimate past maxETA is dropped.
+		elapsed := now.Sub(since).Seconds()
+		remaining := elapsed / float64(done) * float64(st.TotalEpochs-st.CurrentEpoch)
 		if remaining >= 0 && remaining <= maxETA.Seconds() {
 			eta := metav1.NewTime(now.Add(time.Duration(remaining * float64(time.Second))).Truncate(time.Minute))
 			st.EstimatedCompletionTime = &eta
@@ -287,6 +310,9 @@ type scrapeTracker struct {
 type scrapeEntry struct {
 	next     time.Time
 	failures int
+	// The rate baseline of attempt baseAttempt, if set.
+	base        rateBaseline
+	baseAttempt int32
 }
 
 func newScrapeTracker() *scrapeTracker {
@@ -318,6 +344,19 @@ func (t *scrapeTracker) record(key types.NamespacedName, now time.Time, ok bool,
 	}
 	t.entries[key] = e
 	return e.next
+}
+
+// baseline returns the rate baseline of a job's attempt, setting it to
+// (epoch, now) at the attempt's first call.
+func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) rateBaseline {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	if e.base.at.IsZero() || e.baseAttempt != attempt {
+		e.base, e.baseAttempt = rateBaseline{epoch: epoch, at: now}, attempt
+		t.entries[key] = e
+	}
+	return e.base
 }
 
 // forget drops a job's entry.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -125,3 +126,37 @@ func TestParseProgressSurvivesParserPanic(t *testing.T) {
 // parserPanicInputs make prometheus/common v0.67.5's text parser panic (nil
 // pointer in startLabelName): a metric with a label set but no name.
 var parserPanicInputs = []string{"{}0", "{}0\n", "{} 1\ntraining_epoch 2\n"}
+
+// The estimate uses the current attempt's epoch rate: the attempt resumed at
+// epoch 6 ten hours in and reached 8 an hour later, so the last 2 epochs take
+// an hour (the job-wide rate, 8 epochs in 11 hours, would say 2.75 hours).
+func TestETAFromTheCurrentAttemptsRate(t *testing.T) {
+	job := testJob(mlv1.FrameworkPyTorch) // hyperparameters.epochs = 10
+	start := metav1.NewTime(t0)
+	job.Status.StartTime = &start
+	now := t0.Add(11 * time.Hour)
+	applyProgress(job, Progress{Epoch: f64(8)}, now, rateBaseline{epoch: 6, at: t0.Add(10 * time.Hour)})
+	if eta := job.Status.EstimatedCompletionTime; eta == nil || !eta.Time.Equal(t0.Add(12*time.Hour)) {
+		t.Errorf("estimatedCompletionTime %v, want %v", eta, t0.Add(12*time.Hour))
+	}
+	// No progress yet in this attempt: the job-wide rate.
+	applyProgress(job, Progress{Epoch: f64(8)}, now, rateBaseline{epoch: 8, at: now})
+	if eta := job.Status.EstimatedCompletionTime; eta == nil || !eta.Time.Equal(now.Add(165*time.Minute)) {
+		t.Errorf("estimatedCompletionTime %v, want %v", eta, now.Add(165*time.Minute))
+	}
+}
+
+func TestScrapeTrackerBaselinePerAttempt(t *testing.T) {
+	tr := newScrapeTracker()
+	key := types.NamespacedName{Namespace: "a", Name: "b"}
+	if b := tr.baseline(key, 0, 3, t0); b.epoch != 3 || !b.at.Equal(t0) {
+		t.Errorf("first baseline %+v", b)
+	}
+	tr.record(key, t0, true, time.Second, time.Minute)
+	if b := tr.baseline(key, 0, 5, t0.Add(time.Hour)); b.epoch != 3 || !b.at.Equal(t0) {
+		t.Errorf("same attempt must keep its baseline: %+v", b)
+	}
+	if b := tr.baseline(key, 1, 4, t0.Add(2*time.Hour)); b.epoch != 4 || !b.at.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("a new attempt starts a new baseline: %+v", b)
+	}
+}

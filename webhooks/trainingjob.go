@@ -176,11 +176,25 @@ func followDependentDefaults(old, s *mlv1.TrainingJobSpec) {
 // checkpoint.storage from the stored spec: both were defaulted at creation
 // from settings that may have changed since (the admin's default images,
 // numWorkers).
+//
+// An update without any checkpoint.storage keeps the stored one whole: a
+// v1alpha1 object replaced without the v1-spec annotation (kubectl replace)
+// cannot carry it, and the API server does not apply the v1 schema's
+// defaults (type pvc) to the object converted for this webhook. Otherwise
+// each defaulted field (type, size, accessModes) left out keeps its stored
+// value.
 func keepStoredValues(old, s *mlv1.TrainingJobSpec) {
 	if s.Image == "" {
 		s.Image = old.Image
 	}
 	st, ost := &s.Checkpoint.Storage, &old.Checkpoint.Storage
+	if equality.Semantic.DeepEqual(*st, mlv1.CheckpointStorage{}) {
+		ost.DeepCopyInto(st)
+		return
+	}
+	if st.Type == "" {
+		st.Type = ost.Type
+	}
 	if st.Size == nil && ost.Size != nil {
 		st.Size = ptr.To(ost.Size.DeepCopy())
 	}

@@ -157,3 +157,29 @@ func TestValidationRatchetsOnUpdate(t *testing.T) {
 	}
 	assert.Equal(t, []string{`spec.env[1].name: Invalid value: "WORLD_SIZE": is set by the operator and cannot be overridden`}, got)
 }
+
+// An update that leaves checkpoint.storage out, or only its defaulted
+// fields, keeps the stored values; one that sets a different value is a
+// change.
+func TestUpdateKeepsStoredCheckpointStorage(t *testing.T) {
+	old := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 2,
+		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("fast")}}}}
+	DefaultTrainingJob(old, nil, testImages)
+	require.Equal(t, mlv1.StorageTypePVC, old.Spec.Checkpoint.Storage.Type)
+	w := &TrainingJobWebhook{DefaultImages: testImages}
+
+	leftOut := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5}}
+	DefaultTrainingJob(leftOut, old, testImages)
+	assert.Equal(t, old.Spec.Checkpoint.Storage, leftOut.Spec.Checkpoint.Storage)
+	require.NoError(t, w.admit(old, leftOut))
+
+	typeLeftOut := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5,
+		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("fast")}}}}
+	DefaultTrainingJob(typeLeftOut, old, testImages)
+	require.NoError(t, w.admit(old, typeLeftOut))
+
+	changed := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5,
+		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("slow")}}}}
+	DefaultTrainingJob(changed, old, testImages)
+	require.EqualError(t, w.admit(old, changed), `TrainingJob.ml.example.com "" is invalid: spec.checkpoint.storage: Forbidden: field is immutable`)
+}

@@ -147,3 +147,33 @@ func TestListAsV1Alpha1(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int32{"listed-v1": 5, "listed-alpha": 3}, workers)
 }
+
+// A PUT of a v1alpha1 manifest without the v1-spec annotation (what
+// `kubectl replace -f` sends) that only changes workers is accepted: the
+// checkpoint storage defaulted at creation (type pvc, size, access modes),
+// which the v1alpha1 form cannot carry, is kept rather than counted as a
+// change to an immutable field.
+func TestV1Alpha1ReplaceWithoutAnnotationKeepsStorage(t *testing.T) {
+	ctx := context.Background()
+	ns := testutil.Namespace(t, k8s)
+	in := alphaJob("replaced", ns)
+	require.NoError(t, k8s.Create(ctx, in.DeepCopy()))
+	before := &mlv1.TrainingJob{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(in), before))
+	require.Equal(t, mlv1.StorageTypePVC, before.Spec.Checkpoint.Storage.Type)
+
+	cur := &mlv1alpha1.TrainingJob{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(in), cur))
+	replacement := alphaJob("replaced", ns)
+	replacement.ResourceVersion = cur.ResourceVersion
+	replacement.Spec.Workers = 5
+	require.NotContains(t, replacement.Annotations, mlv1.AnnotationV1Spec)
+	require.NoError(t, k8s.Update(ctx, replacement))
+
+	after := &mlv1.TrainingJob{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(in), after))
+	assert.Equal(t, int32(5), after.Spec.NumWorkers)
+	assert.Equal(t, before.Spec.Checkpoint.Storage, after.Spec.Checkpoint.Storage)
+	before.Spec.NumWorkers = 5
+	assert.Equal(t, before.Spec, after.Spec, "nothing but numWorkers changed")
+}

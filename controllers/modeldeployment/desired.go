@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"sort"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -143,6 +144,39 @@ func probe(md *mlv1.ModelDeployment, periodSeconds, failureThreshold int32) *cor
 		WithFailureThreshold(failureThreshold)
 }
 
+// restrictedPodSecurityContext makes a model server pod pass the Pod
+// Security Standard "restricted": it runs as a non-root user, under the
+// container runtime's default seccomp profile. The image must therefore run
+// as a non-root user (a numeric USER); see docs/modeldeployment.md.
+func restrictedPodSecurityContext() *corev1ac.PodSecurityContextApplyConfiguration {
+	return corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
+// restrictedContainerSecurityContext is the model server container's part of
+// "restricted": no privilege escalation and no Linux capabilities.
+func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
+}
+
+// DesiredDeployment is the Deployment the operator applies for version v of
+// md, as a typed object (for checks outside this package, such as the Pod
+// Security tests in test/security). replicas is as for the apply.
+func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32) (*appsv1.Deployment, error) {
+	ac, err := desiredDeployment(md, v, replicas)
+	if err != nil {
+		return nil, err
+	}
+	d := &appsv1.Deployment{}
+	if err := convertJSON(ac, d); err != nil {
+		return nil, fmt.Errorf("building the Deployment of version %s: %w", v.Name, err)
+	}
+	return d, nil
+}
+
 // desiredDeployment is a version's model server Deployment. replicas is nil
 // whenever an HPA owns the version's scale: the field is then left out of the
 // apply, so the HPA's value stands and the two never fight.
@@ -168,7 +202,8 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 		WithLivenessProbe(probe(md, interval, threshold)).
 		// The startup probe gives the model the whole progress deadline to
 		// load before liveness starts counting.
-		WithStartupProbe(probe(md, interval, max(1, (deadline+interval-1)/interval)))
+		WithStartupProbe(probe(md, interval, max(1, (deadline+interval-1)/interval))).
+		WithSecurityContext(restrictedContainerSecurityContext())
 	if res := md.Spec.Resources; len(res.Requests) > 0 || len(res.Limits) > 0 || len(res.Claims) > 0 {
 		rac := &corev1ac.ResourceRequirementsApplyConfiguration{}
 		if err := convertJSON(res, rac); err != nil {
@@ -178,6 +213,7 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 	}
 
 	podSpec := corev1ac.PodSpec().
+		WithSecurityContext(restrictedPodSecurityContext()).
 		WithVolumes(corev1ac.Volume().WithName(configVolume).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(mlv1.ModelDeploymentConfigMapName(md.Name))))
 	if md.Spec.Storage != nil {

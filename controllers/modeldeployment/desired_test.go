@@ -83,6 +83,9 @@ func TestDesiredDeployment(t *testing.T) {
 		WithReadinessProbe(wantProbe(4)).
 		WithLivenessProbe(wantProbe(4)).
 		WithStartupProbe(wantProbe(30)). // 300s deadline / 10s interval
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
 		WithResources(corev1ac.ResourceRequirements().WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})).
 		WithEnv(corev1ac.EnvVar().WithName("MODEL_CACHE_DIR").WithValue("/mnt/models")).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("model-cache").WithMountPath("/mnt/models"))
@@ -95,6 +98,9 @@ func TestDesiredDeployment(t *testing.T) {
 				WithLabels(wantV2Labels).
 				WithAnnotations(map[string]string{AnnotationConfigHash: configHash(md)}).
 				WithSpec(corev1ac.PodSpec().
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithVolumes(
 						corev1ac.Volume().WithName("model-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName("fraud-model-config")),
 						corev1ac.Volume().WithName("model-cache").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName("fraud-v2-model")),

@@ -2,13 +2,16 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
+	sigsjson "sigs.k8s.io/json"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -251,4 +254,51 @@ func putStored(annotations *map[string]string, key string, v any) error {
 	}
 	(*annotations)[key] = string(raw)
 	return nil
+}
+
+// UnmarshalJSON decodes a v1alpha1 TrainingJob as the API machinery does
+// (case-sensitive field names, whole numbers kept as integers), and words a
+// value of the wrong JSON type in the API server's terms, naming the field
+// path and the type the schema wants: `spec.workers: Invalid value:
+// "string": spec.workers in body must be of type integer`.
+//
+// The conversion webhook decodes every v1alpha1 object before ConvertTo,
+// and the API server sends a v1alpha1 request to it (to reach the v1
+// admission webhooks) before its own schema check, so this is the text a
+// user sees for such a manifest, wrapped by the API server as an internal
+// error (500; see docs/admission.md).
+func (in *TrainingJob) UnmarshalJSON(data []byte) error {
+	type plain TrainingJob // without this method
+	err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, (*plain)(in))
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return fmt.Errorf("%s: Invalid value: %q: %s in body must be of type %s",
+			typeErr.Field, typeErr.Value, typeErr.Field, openAPIType(typeErr.Type))
+	}
+	return err
+}
+
+// openAPIType is the OpenAPI name of the JSON type a Go type decodes from.
+func openAPIType(t reflect.Type) string {
+	if t == nil {
+		return "unknown"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	default:
+		return "object"
+	}
 }

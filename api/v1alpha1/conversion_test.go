@@ -197,3 +197,21 @@ func TestStatePhaseMapping(t *testing.T) {
 		assert.Equal(t, state, mlv1alpha1.StateForPhase(phase), "state for %s", phase)
 	}
 }
+
+// A value of the wrong JSON type is refused with the field path and the
+// type the schema wants, as the API server words it; a well-typed object
+// decodes as before, with case-sensitive field names.
+func TestUnmarshalNamesWrongTypedField(t *testing.T) {
+	var job mlv1alpha1.TrainingJob
+	err := json.Unmarshal([]byte(`{"apiVersion":"ml.example.com/v1alpha1","kind":"TrainingJob","spec":{"workers":"2"}}`), &job)
+	require.EqualError(t, err, `spec.workers: Invalid value: "string": spec.workers in body must be of type integer`)
+
+	err = json.Unmarshal([]byte(`{"spec":{"command":"python"}}`), &job)
+	require.EqualError(t, err, `spec.command: Invalid value: "string": spec.command in body must be of type array`)
+
+	job = mlv1alpha1.TrainingJob{}
+	require.NoError(t, json.Unmarshal([]byte(`{"metadata":{"name":"j"},"spec":{"workers":3,"Image":"ignored","image":"img"}}`), &job))
+	require.Equal(t, "j", job.Name)
+	require.Equal(t, int32(3), job.Spec.Workers)
+	require.Equal(t, "img", job.Spec.Image, "field names are case-sensitive, as in the API machinery")
+}

@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -176,4 +178,26 @@ func TestV1Alpha1ReplaceWithoutAnnotationKeepsStorage(t *testing.T) {
 	assert.Equal(t, before.Spec.Checkpoint.Storage, after.Spec.Checkpoint.Storage)
 	before.Spec.NumWorkers = 5
 	assert.Equal(t, before.Spec, after.Spec, "nothing but numWorkers changed")
+}
+
+// A v1alpha1 manifest with a value of the wrong type is refused naming the
+// field and the wanted type. The API server converts the object for the v1
+// admission webhooks before its own schema check, so it is the conversion
+// webhook that fails, and the API server reports any conversion failure as
+// an internal error (500, twice wrapped); only the text is ours to choose.
+func TestV1Alpha1WrongTypeNamesTheField(t *testing.T) {
+	ctx := context.Background()
+	ns := testutil.Namespace(t, k8s)
+	o := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": mlv1alpha1.GroupVersion.String(), "kind": "TrainingJob",
+		"metadata": map[string]any{"name": "alpha-workers-string", "namespace": ns},
+		"spec": map[string]any{
+			"framework": "pytorch", "image": "pytorch/pytorch:1.12.0-cuda11.3",
+			"command": []any{"python", "/workspace/train.py"}, "workers": "2",
+		},
+	}}
+	err := k8s.Create(ctx, o)
+	require.EqualError(t, err, "Internal error occurred: Internal error occurred: conversion webhook for ml.example.com/v1alpha1, Kind=TrainingJob failed: "+
+		`spec.workers: Invalid value: "string": spec.workers in body must be of type integer`)
+	assert.True(t, apierrors.IsInternalError(err), "the API server answers a failed conversion with 500")
 }

@@ -2,6 +2,7 @@ package trainingjob_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"sort"
@@ -46,6 +47,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if fuzzing() {
+		// A -fuzz run (coordinator and workers) runs only the fuzz target,
+		// which needs no API server: starting one per worker process would
+		// only slow it down and outlive a killed run.
+		return m.Run()
+	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	var err error
 	env, err = testutil.StartEnv(testutil.EnvOptions{})
@@ -109,6 +117,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
+}
+
+// fuzzing reports whether go test runs with -fuzz (as coordinator or worker).
+func fuzzing() bool {
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		return true
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // noWatch adapts the manager's client to the interceptor, which wants a

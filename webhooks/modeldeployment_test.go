@@ -50,3 +50,22 @@ func TestValidateModelDeploymentRatchetsAndKeepsImmutability(t *testing.T) {
 		`spec.framework: Invalid value: "pytorch": field is immutable`,
 	}, got)
 }
+
+// Defaulting fills only unset fields: explicit non-positive health and
+// rollout values are left for the CRD schema's minimum to refuse.
+func TestModelDeploymentDefaultingLeavesExplicitOutOfRangeValues(t *testing.T) {
+	md := &mlv1.ModelDeployment{Spec: mlv1.ModelDeploymentSpec{
+		HealthCheck: mlv1.HealthCheckSpec{IntervalSeconds: -1, FailureThreshold: -1},
+		Rollout:     mlv1.RolloutSpec{ProgressDeadlineSeconds: -5},
+	}}
+	DefaultModelDeployment(md, nil)
+	assert.Equal(t, int32(-1), md.Spec.HealthCheck.IntervalSeconds)
+	assert.Equal(t, int32(-1), md.Spec.HealthCheck.FailureThreshold)
+	assert.Equal(t, int32(-5), md.Spec.Rollout.ProgressDeadlineSeconds)
+
+	unset := &mlv1.ModelDeployment{}
+	DefaultModelDeployment(unset, nil)
+	assert.Equal(t, int32(30), unset.Spec.HealthCheck.IntervalSeconds)
+	assert.Equal(t, int32(3), unset.Spec.HealthCheck.FailureThreshold)
+	assert.Equal(t, int32(600), unset.Spec.Rollout.ProgressDeadlineSeconds)
+}

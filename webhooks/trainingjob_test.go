@@ -183,3 +183,18 @@ func TestUpdateKeepsStoredCheckpointStorage(t *testing.T) {
 	DefaultTrainingJob(changed, old, testImages)
 	require.EqualError(t, w.admit(old, changed), `TrainingJob.ml.example.com "" is invalid: spec.checkpoint.storage: Forbidden: field is immutable`)
 }
+
+// Defaulting fills only unset fields: an explicit out-of-range value is
+// left as written, for validation to refuse, even where the Effective*
+// helpers would read it as the default.
+func TestDefaultingLeavesExplicitOutOfRangeValues(t *testing.T) {
+	job := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "j"}, Spec: mlv1.TrainingJobSpec{NumWorkers: -1, NProcPerNode: ptr.To[int32](0),
+		Checkpoint: mlv1.CheckpointSpec{Frequency: -1, KeepLast: -3}}}
+	DefaultTrainingJob(job, nil, testImages)
+	assert.Equal(t, int32(-1), job.Spec.NumWorkers)
+	assert.Equal(t, ptr.To[int32](0), job.Spec.NProcPerNode)
+	assert.Equal(t, int32(-1), job.Spec.Checkpoint.Frequency)
+	assert.Equal(t, int32(-3), job.Spec.Checkpoint.KeepLast)
+	require.EqualError(t, (&TrainingJobWebhook{DefaultImages: testImages}).admit(nil, job),
+		`TrainingJob.ml.example.com "j" is invalid: spec.numWorkers: Invalid value: -1: must be between 1 and 100`)
+}

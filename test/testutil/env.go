@@ -83,6 +83,9 @@ func StartEnv(o EnvOptions) (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start can fail after kube-apiserver and etcd are up (a CRD the
+		// server refuses, say): stop them, or they outlive the test binary.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: manager.NewScheme()})

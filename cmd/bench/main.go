@@ -57,6 +57,13 @@ func run() (err error) {
 	flag.StringVar(&mgr, "manager", filepath.Join(wd, "bin", "manager"), "The manager binary (go build -o bin/manager ./cmd).")
 	flag.StringVar(&mgrArgs, "manager-args", "", "Extra manager flags, space-separated.")
 	flag.Parse()
+	// kwokctl looks binaries up on PATH, and a relative PATH entry makes it
+	// try to download them instead.
+	for _, p := range []*string{&binDir, &mgr} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
 	if cfg.MemoryPods, err = ints(memory); err != nil {
 		return fmt.Errorf("--memory-pods: %w", err)
 	}

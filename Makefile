@@ -69,7 +69,7 @@ COVERPKG ?= ./api/...,./controllers/...,./webhooks/...
 COVER_MIN ?= 75
 
 .PHONY: test
-test: envtest-tools controller-gen kustomize vet ## Run vet, unit tests and envtest suites (real kube-apiserver + etcd from bin/); writes cover.out.
+test: envtest-tools controller-gen kustomize crd-ref-docs vet ## Run vet, unit tests and envtest suites (real kube-apiserver + etcd from bin/); writes cover.out.
 	go test ./... -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS)
 	@grep -v 'zz_generated' cover.all.out > cover.out && rm -f cover.all.out
 	@echo "coverage of api/, controllers/, webhooks/: $$(go tool cover -func=cover.out | awk '/^total:/ {print $$3}')"

@@ -62,6 +62,8 @@ func TestTrainingJobSchemaRejects(t *testing.T) {
 			"spec.gpusPerWorker: Invalid value: -1: spec.gpusPerWorker in body should be greater than or equal to 0"},
 		{"workers above 100", testutil.TrainingJob("workers-high", ns).Workers(101).Obj(),
 			"spec.numWorkers: Invalid value: 101: spec.numWorkers in body should be less than or equal to 100"},
+		{"workers below 1", testutil.TrainingJob("workers-low", ns).Workers(-1).Obj(),
+			"spec.numWorkers: Invalid value: -1: spec.numWorkers in body should be greater than or equal to 1"},
 		{"unknown framework", testutil.TrainingJob("caffe", ns).Framework("caffe").Obj(),
 			`spec.framework: Unsupported value: "caffe": supported values: "pytorch", "tensorflow", "xgboost", "jax"`},
 		{"name too long", testutil.TrainingJob(long, ns).Obj(),

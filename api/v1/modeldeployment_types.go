@@ -44,14 +44,17 @@ type ModelDeploymentSpec struct {
 	// ModelName is the model's name, exported as MODEL_NAME. Immutable.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	ModelName string `json:"modelName"`
+	// +required
+	ModelName string `json:"modelName,omitempty"`
 
 	// Framework the model was built with, exported as FRAMEWORK. Immutable.
-	Framework ModelFramework `json:"framework"`
+	// +required
+	Framework ModelFramework `json:"framework,omitempty"`
 
 	// Image is the model server image; a version may override it.
 	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// +required
+	Image string `json:"image,omitempty"`
 
 	// Port the model server listens on.
 	// +kubebuilder:validation:Minimum=1
@@ -67,7 +70,8 @@ type ModelDeploymentSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:XValidation:rule="(self.size() == 1 && !has(self[0].weight)) || self.map(v, has(v.weight) ? v.weight : 0).sum() == 100",messageExpression="'version weights must sum to 100, got %d'.format([self.map(v, has(v.weight) ? v.weight : 0).sum()])"
-	Versions []ModelVersion `json:"versions"`
+	// +required
+	Versions []ModelVersion `json:"versions,omitempty"`
 
 	// Resources of each model server container.
 	// +optional
@@ -197,6 +201,7 @@ type HealthCheckSpec struct {
 type ModelStorageSpec struct {
 	// Size of the model cache PVC.
 	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be greater than zero"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

@@ -123,8 +123,8 @@ func (s *TrainingJobSpec) UsesCheckpointPVC() bool {
 	return s.CheckpointEnabled() && (st.Type == "" || st.Type == StorageTypePVC) && st.ExistingClaim == ""
 }
 
-// Child names. Every name is derived from the job name, which is at most 52
-// characters, so each stays a valid DNS label.
+// Child names. Every name is derived from the job name, which is at most
+// MaxNameLength characters; see MaxNameLength for the rule each one meets.
 
 // WorkerPodName is the pod of a rank: <name>-worker-<rank>.
 func WorkerPodName(job string, rank int32) string { return fmt.Sprintf("%s-worker-%d", job, rank) }
@@ -146,7 +146,16 @@ func MasterAddr(job, namespace string) string {
 	return fmt.Sprintf("%s.%s.%s.svc", WorkerPodName(job, 0), WorkersServiceName(job), namespace)
 }
 
-// MaxNameLength is the longest TrainingJob name whose children are all valid DNS labels.
+// MaxNameLength is the longest TrainingJob name. It keeps the children whose
+// names must be DNS labels or label values (at most 63 characters) within
+// bounds: the gang's group <name>-<attempt> (PodGroup, and the pod-group
+// label value of Kueue and scheduler-plugins), with up to 10 digits of int32
+// attempt, is 52+1+10 = 63, the bound that decides 52; the pods' hostnames
+// <name>-worker-<rank> (rank <= 99) are at most 62 and <name>-ps-<i>
+// (i <= 15) 58; the headless Service <name>-workers (a DNS-1035 label) 60.
+// The ConfigMap <name>-config (59) and the PVC <name>-checkpoints (64) are
+// DNS subdomains, which may be 253 characters long.
+// webhooks/child_names_test.go checks each name.
 const MaxNameLength = 52
 
 // EffectiveFramework is framework, pytorch when unset.

@@ -103,11 +103,13 @@ type TrainingJobSpec struct {
 
 	// Model names the model being trained; exported as MODEL and written to the
 	// job ConfigMap. Immutable.
+	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	Model string `json:"model,omitempty"`
 
 	// Dataset names the training data; exported as DATASET and written to the
 	// job ConfigMap. Immutable.
+	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	Dataset string `json:"dataset,omitempty"`
 
@@ -293,6 +295,7 @@ type CheckpointStorage struct {
 
 	// Size of the checkpoint PVC (pvc only).
 	// +kubebuilder:default="10Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="must be greater than zero"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

@@ -58,7 +58,8 @@ type TrainingJobSpec struct {
 	// +optional
 	CheckpointInterval int32 `json:"checkpointInterval,omitempty"`
 
-	// Hyperparameters are strings, numbers or booleans.
+	// Hyperparameters are strings, numbers or booleans (at most 256, as in v1).
+	// +kubebuilder:validation:MaxProperties=256
 	// +optional
 	Hyperparameters map[string]mlv1.HyperparameterValue `json:"hyperparameters,omitempty"`
 

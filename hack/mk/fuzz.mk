@@ -2,18 +2,47 @@
 
 ##@ Fuzzing
 
-# Each target runs for FUZZ_TIME; minimizing a new input is capped so a slow
-# minimization cannot eat a target's budget.
-FUZZ_TIME ?= 10s
-FUZZ_MINIMIZE_TIME ?= 2s
-# Conversion on arbitrary JSON and the Prometheus-text progress scrape (the
-# webhooks' own targets cover validation and defaulting; fuzz-webhooks runs them).
-RELIABILITY_FUZZ_TARGETS := FuzzSpokeRoundTrip FuzzHubRoundTrip FuzzProgressScrape
+# Budgets are execution counts (go test's `-fuzztime Nx`), not durations.
+# Go 1.26's fuzz coordinator has a shutdown race at a *duration* deadline
+# (golang/go#75804, fixed in Go 1.27): a worker still mid-call when the
+# deadline fires is reported as `--- FAIL ... context deadline exceeded`,
+# with no failing input, on a loaded machine. A count has no wall-clock
+# deadline to race; a real finding still fails and writes its input to
+# testdata/fuzz/. Minimizing a new input is capped by count as well.
+# FUZZ_TIME takes a duration too (e.g. FUZZ_TIME=10m) for long local runs.
+FUZZ_TIME ?= 200000x
+FUZZ_MINIMIZE_TIME ?= 2000x
+# fuzz-smoke (CI) runs each target this many times (a few seconds each).
+FUZZ_SMOKE_TIME ?= 20000x
+
+# Every `func FuzzXxx` in a _test.go file of the module, as <package dir>:<target>.
+# Found by name rather than listed, so a new target is fuzzed in CI without
+# anyone remembering to add it here: validation and defaulting (webhooks/),
+# conversion on arbitrary JSON (test/reliability/fuzz), the Prometheus-text
+# progress parsing (controllers/trainingjob, test/reliability/fuzz).
+FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' --exclude-dir=bin --exclude-dir=.git --exclude-dir=vendor \
+	'^func Fuzz[A-Za-z0-9_]*' . | sed -e 's|/[^/]*_test.go:func |:|' | sort)
+
+# fuzz-run fuzzes the targets of FUZZ_TARGETS that match the pattern $(2)
+# (all when empty) with -fuzztime $(1) each: real fuzzing (go test -fuzz),
+# not only the seed corpus that plain go test runs.
+define fuzz-run
+	@test -n "$(filter $(or $(2),%),$(FUZZ_TARGETS))" || { echo "no fuzz targets found"; exit 1; }
+	@for pt in $(filter $(or $(2),%),$(FUZZ_TARGETS)); do \
+		pkg=$${pt%%:*}; t=$${pt##*:}; \
+		echo "fuzzing $$t in $$pkg, -fuzztime $(1)"; \
+		go test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(1) -fuzzminimizetime $(FUZZ_MINIMIZE_TIME) || exit 1; \
+	done
+endef
 
 .PHONY: fuzz
-fuzz: ## Fuzz validation, defaulting, conversion and progress parsing for FUZZ_TIME each (about 80 s at 10s; not in .ci/run).
-	@$(MAKE) --no-print-directory fuzz-webhooks FUZZTIME=$(FUZZ_TIME)
-	@for t in $(RELIABILITY_FUZZ_TARGETS); do \
-		echo "fuzzing $$t for $(FUZZ_TIME)"; \
-		go test ./test/reliability/fuzz -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) -fuzzminimizetime $(FUZZ_MINIMIZE_TIME) || exit 1; \
-	done
+fuzz: ## Fuzz validation, defaulting, conversion and progress parsing, FUZZ_TIME executions each.
+	$(call fuzz-run,$(FUZZ_TIME))
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## CI: every fuzz target really fuzzes (go test -fuzz), FUZZ_SMOKE_TIME executions each.
+	$(call fuzz-run,$(FUZZ_SMOKE_TIME))
+
+.PHONY: fuzz-list
+fuzz-list: ## List the fuzz targets make fuzz and make fuzz-smoke run.
+	@for pt in $(FUZZ_TARGETS); do echo $$pt; done

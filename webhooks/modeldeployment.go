@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,8 +38,9 @@ func (w *ModelDeploymentWebhook) Default(ctx context.Context, md *mlv1.ModelDepl
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
+	zeros := explicitZeros(ctx, modelDeploymentZeroDefaulted)
 	DefaultModelDeployment(md, old)
-	return admitModelDeployment(old, md)
+	return admitModelDeployment(old, md, zeros...)
 }
 
 // ValidateCreate refuses an invalid new ModelDeployment.
@@ -56,8 +58,10 @@ func (w *ModelDeploymentWebhook) ValidateDelete(context.Context, *mlv1.ModelDepl
 	return nil, nil
 }
 
-func admitModelDeployment(old, md *mlv1.ModelDeployment) error {
-	if errs := validateModelDeployment(old, md); len(errs) > 0 {
+// admitModelDeployment refuses md if found (problems found before
+// defaulting) or its validation against old has any problem.
+func admitModelDeployment(old, md *mlv1.ModelDeployment, found ...*field.Error) error {
+	if errs := append(field.ErrorList(found), validateModelDeployment(old, md)...); len(errs) > 0 {
 		return apierrors.NewInvalid(modelDeploymentKind, md.Name, errs)
 	}
 	return nil
@@ -149,6 +153,33 @@ const (
 	MaxWeight   = 100
 )
 
+// MaxConfigBytes bounds spec.config's values together: they become the data
+// of one ConfigMap, which the API server refuses past 1 MiB.
+const MaxConfigBytes = 1024 * 1024
+
+// validateServerConfig refuses what the API server would refuse in the
+// ConfigMap spec.config becomes (keys that are no ConfigMap keys, over 1 MiB
+// of data), so the user sees it now, not as a controller error later.
+func validateServerConfig(config map[string]string, p *field.Path) field.ErrorList {
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var errs field.ErrorList
+	total := 0
+	for _, k := range keys {
+		total += len(config[k])
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, msg))
+		}
+	}
+	if total > MaxConfigBytes {
+		errs = append(errs, field.TooLong(p, "", MaxConfigBytes))
+	}
+	return errs
+}
+
 // ModelPathSchemes are the sources a version's modelPath may name.
 var ModelPathSchemes = []string{"s3://", "gs://", "pvc://", "http://", "https://", "hf://"}
 
@@ -181,13 +212,22 @@ func validateModelDeploymentSpec(name string, s *mlv1.ModelDeploymentSpec, spec 
 	if s.Scaling.MinReplicas < 1 {
 		errs = append(errs, field.Invalid(sc.Child("minReplicas"), s.Scaling.MinReplicas, "must be at least 1"))
 	}
-	if maxR := s.EffectiveMaxReplicas(); s.Scaling.MinReplicas > maxR {
+	if maxR := s.EffectiveMaxReplicas(); maxR < 1 {
+		errs = append(errs, field.Invalid(sc.Child("maxReplicas"), maxR, "must be at least 1"))
+	} else if s.Scaling.MinReplicas > maxR {
 		errs = append(errs, field.Invalid(sc.Child("minReplicas"), s.Scaling.MinReplicas, fmt.Sprintf(
 			"must be less than or equal to spec.scaling.maxReplicas (%d)", maxR)))
 	}
 	if t := s.Scaling.TargetCPUUtilization; t != 0 && (t < 1 || t > 100) {
 		errs = append(errs, field.Invalid(sc.Child("targetCPUUtilization"), t, "must be between 1 and 100"))
 	}
+
+	if s.Storage != nil {
+		if err := validatePositiveSize(s.Storage.Size, spec.Child("storage", "size")); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, validateServerConfig(s.Config, spec.Child("config"))...)
 
 	timeout := s.HealthCheck.TimeoutSeconds
 	if timeout == 0 {

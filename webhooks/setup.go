@@ -4,15 +4,17 @@
 //
 // Requests in any served version reach these webhooks as v1 (the webhook
 // configurations use matchPolicy Equivalent), so every rule is written once,
-// against v1, and its field paths are v1 paths.
+// against v1; a refusal of a v1alpha1 request names the v1alpha1 fields.
 package webhooks
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -31,20 +33,36 @@ type Options struct {
 // on mgr's webhook server.
 func SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	tj := &TrainingJobWebhook{DefaultImages: opts.DefaultImages}
+	registerDefaulter(mgr, TrainingJobMutatePath, tj)
 	if err := ctrl.NewWebhookManagedBy(mgr, &mlv1.TrainingJob{}).
-		WithDefaulter(tj).
 		WithValidator(tj).
 		Complete(); err != nil {
 		return fmt.Errorf("registering the TrainingJob webhooks: %w", err)
 	}
 	md := &ModelDeploymentWebhook{}
+	registerDefaulter(mgr, ModelDeploymentMutatePath, md)
 	if err := ctrl.NewWebhookManagedBy(mgr, &mlv1.ModelDeployment{}).
-		WithDefaulter(md).
 		WithValidator(md).
 		Complete(); err != nil {
 		return fmt.Errorf("registering the ModelDeployment webhooks: %w", err)
 	}
 	return nil
+}
+
+// The paths of the defaulting webhooks (the kubebuilder:webhook markers).
+const (
+	TrainingJobMutatePath     = "/mutate-ml-example-com-v1-trainingjob"
+	ModelDeploymentMutatePath = "/mutate-ml-example-com-v1-modeldeployment"
+)
+
+// registerDefaulter serves d at path, as the webhook builder would, except
+// that a value its type cannot decode is refused naming its field path
+// (undecodableNamed).
+func registerDefaulter[T runtime.Object](mgr ctrl.Manager, path string, d admission.Defaulter[T]) {
+	wh := admission.WithDefaulter(mgr.GetScheme(), d)
+	typ := reflect.TypeFor[T]().Elem()
+	wh.Handler = &undecodableNamed{next: wh.Handler, gk: mlv1.GroupVersion.WithKind(typ.Name()).GroupKind(), typ: typ}
+	mgr.GetWebhookServer().Register(path, wh)
 }
 
 // oldObject is the stored object of an UPDATE request the defaulter is
@@ -59,4 +77,19 @@ func oldObject[T any](ctx context.Context) (*T, error) {
 		return nil, fmt.Errorf("decoding the stored object: %w", err)
 	}
 	return old, nil
+}
+
+// v1alpha1 is the deprecated TrainingJob version.
+const v1alpha1 = "v1alpha1"
+
+// requestVersion is the API version the admission request in ctx was made
+// in: with matchPolicy Equivalent a v1alpha1 request reaches the webhooks
+// converted to v1, and RequestKind keeps what the user sent. It is "" outside
+// a request (unit tests).
+func requestVersion(ctx context.Context) string {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.RequestKind == nil {
+		return ""
+	}
+	return req.RequestKind.Version
 }

@@ -50,19 +50,40 @@ func (w *TrainingJobWebhook) Default(ctx context.Context, job *mlv1.TrainingJob)
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
+	// v1alpha1 requires an image (API.md; its schema says so too), and its
+	// users always gave one: the admin's default images are a v1 feature.
+	// Without this the default would be filled in before the schema could
+	// refuse the manifest, and a cluster with the webhooks would accept what
+	// one without them refuses.
+	// The same holds for the framework, which v1 defaults to pytorch.
+	if requestVersion(ctx) == v1alpha1 {
+		var errs field.ErrorList
+		if job.Spec.Framework == "" {
+			errs = append(errs, field.Required(field.NewPath("spec", "framework"),
+				"required in ml.example.com/v1alpha1 (one of pytorch, tensorflow, xgboost)"))
+		}
+		if job.Spec.Image == "" {
+			errs = append(errs, field.Required(field.NewPath("spec", "image"),
+				"required in ml.example.com/v1alpha1 (default images apply to v1 only)"))
+		}
+		if len(errs) > 0 {
+			return apierrors.NewInvalid(trainingJobKind, job.Name, errs)
+		}
+	}
+	zeros := explicitZeros(ctx, trainingJobZeroDefaulted)
 	DefaultTrainingJob(job, old, w.DefaultImages)
-	return w.admit(old, job)
+	return w.admitAsRequested(ctx, old, job, zeros...)
 }
 
 // ValidateCreate refuses an invalid new TrainingJob.
-func (w *TrainingJobWebhook) ValidateCreate(_ context.Context, job *mlv1.TrainingJob) (admission.Warnings, error) {
-	return nil, w.admit(nil, job)
+func (w *TrainingJobWebhook) ValidateCreate(ctx context.Context, job *mlv1.TrainingJob) (admission.Warnings, error) {
+	return nil, w.admitAsRequested(ctx, nil, job)
 }
 
 // ValidateUpdate refuses an invalid TrainingJob and changes API.md's
 // immutability table forbids.
-func (w *TrainingJobWebhook) ValidateUpdate(_ context.Context, old, job *mlv1.TrainingJob) (admission.Warnings, error) {
-	return nil, w.admit(old, job)
+func (w *TrainingJobWebhook) ValidateUpdate(ctx context.Context, old, job *mlv1.TrainingJob) (admission.Warnings, error) {
+	return nil, w.admitAsRequested(ctx, old, job)
 }
 
 // ValidateDelete allows every delete.
@@ -74,15 +95,72 @@ func (w *TrainingJobWebhook) ValidateDelete(context.Context, *mlv1.TrainingJob) 
 // compared after defaulting, so that a default filled in now, for an object
 // stored while the webhook was away, never counts as a change.
 func (w *TrainingJobWebhook) admit(old, job *mlv1.TrainingJob) error {
+	return invalidTrainingJob(job.Name, w.problems(old, job))
+}
+
+// admitAsRequested is admit, with the field paths of a v1alpha1 request in
+// v1alpha1 terms: a user who wrote `workers: 101` reads `spec.workers`.
+// found are problems found before defaulting (explicit zeros).
+func (w *TrainingJobWebhook) admitAsRequested(ctx context.Context, old, job *mlv1.TrainingJob, found ...*field.Error) error {
+	errs := append(field.ErrorList(found), w.problems(old, job)...)
+	if requestVersion(ctx) == v1alpha1 {
+		errs = inV1alpha1Terms(errs)
+	}
+	return invalidTrainingJob(job.Name, errs)
+}
+
+// problems is everything wrong with job, against the stored object old
+// (nil on create), defaulted first.
+func (w *TrainingJobWebhook) problems(old, job *mlv1.TrainingJob) field.ErrorList {
 	var prev *mlv1.TrainingJob
 	if old != nil {
 		prev = old.DeepCopy()
 		DefaultTrainingJob(prev, old, w.DefaultImages)
 	}
-	if errs := validateTrainingJob(prev, job); len(errs) > 0 {
-		return apierrors.NewInvalid(trainingJobKind, job.Name, errs)
+	return validateTrainingJob(prev, job)
+}
+
+func invalidTrainingJob(name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	return apierrors.NewInvalid(trainingJobKind, name, errs)
+}
+
+// v1alpha1Names are the v1 fields v1alpha1 names differently (the
+// conversion's mapping); every other field a v1alpha1 request can set has
+// the same path in both versions.
+var v1alpha1Names = []struct{ v1, alpha string }{
+	{"spec.numWorkers", "spec.workers"},
+	{"spec.gpusPerWorker", "spec.gpuPerWorker"},
+	{"spec.checkpoint.path", "spec.checkpointDir"},
+	{"spec.checkpoint.frequency", "spec.checkpointInterval"},
+}
+
+var v1alpha1Detail = func() *strings.Replacer {
+	var pairs []string
+	for _, n := range v1alpha1Names {
+		pairs = append(pairs, n.v1, n.alpha)
+	}
+	return strings.NewReplacer(pairs...)
+}()
+
+// inV1alpha1Terms rewrites the field paths of errs (and the paths their
+// messages mention) from v1 to v1alpha1 names.
+func inV1alpha1Terms(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		c := *e
+		for _, n := range v1alpha1Names {
+			if rest, ok := strings.CutPrefix(c.Field, n.v1); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+				c.Field = n.alpha + rest
+				break
+			}
+		}
+		c.Detail = v1alpha1Detail.Replace(c.Detail)
+		out = append(out, &c)
+	}
+	return out
 }
 
 // DefaultTrainingJob fills the unset fields of job with the values the
@@ -307,6 +385,9 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 	}
 	errs = append(errs, validateHyperparameters(s.Hyperparameters, p.Child("hyperparameters"))...)
 	errs = append(errs, validateCheckpointStorage(&s.Checkpoint.Storage, p.Child("checkpoint", "storage"))...)
+	if s.DataVolume != nil && s.DataVolume.ClaimName == "" {
+		errs = append(errs, field.Required(p.Child("dataVolume", "claimName"), "the PersistentVolumeClaim with the training data"))
+	}
 	if s.ParameterServers > 0 && s.EffectiveFramework() != mlv1.FrameworkTensorFlow {
 		errs = append(errs, field.Invalid(p.Child("parameterServers"), s.ParameterServers,
 			"only supported with framework tensorflow"))
@@ -350,9 +431,25 @@ func sortedResourceNames(rl corev1.ResourceList) []corev1.ResourceName {
 	return names
 }
 
+// Bounds of spec.hyperparameters. Every hyperparameter is an environment
+// variable of every worker and a line of the job's ConfigMap: Linux refuses
+// to start a process with one variable over 128 KiB, a ConfigMap holds at
+// most 1 MiB, and a job object at most 1.5 MiB in etcd. Hyperparameters are
+// scalars (a learning rate, an optimizer's name); bigger configuration
+// belongs in the image, the dataset or a volume.
+const (
+	// MaxHyperparameters is the number of keys (the v1 and v1alpha1 schemas'
+	// maxProperties too, for clusters without the webhooks).
+	MaxHyperparameters = 256
+	// MaxHyperparameterValueBytes bounds one value's JSON text.
+	MaxHyperparameterValueBytes = 4096
+	// MaxHyperparametersBytes bounds all keys and values together.
+	MaxHyperparametersBytes = 64 * 1024
+)
+
 // validateHyperparameters refuses values that are not scalars (the CRD cannot
-// check this) and keys that do not form an environment variable name, or form
-// the same one as another key.
+// check this), keys that do not form an environment variable name, or form
+// the same one as another key, and maps past the bounds above.
 func validateHyperparameters(hp map[string]mlv1.HyperparameterValue, p *field.Path) field.ErrorList {
 	keys := make([]string, 0, len(hp))
 	for k := range hp {
@@ -360,8 +457,21 @@ func validateHyperparameters(hp map[string]mlv1.HyperparameterValue, p *field.Pa
 	}
 	sort.Strings(keys)
 	var errs field.ErrorList
+	if len(hp) > MaxHyperparameters {
+		errs = append(errs, field.TooMany(p, len(hp), MaxHyperparameters))
+	}
+	total := 0
+	for _, k := range keys {
+		total += len(k) + len(hp[k].Raw)
+	}
+	if total > MaxHyperparametersBytes {
+		errs = append(errs, field.TooLong(p, "", MaxHyperparametersBytes))
+	}
 	seen := map[string]string{}
 	for _, k := range keys {
+		if n := len(hp[k].Raw); n > MaxHyperparameterValueBytes {
+			errs = append(errs, field.TooLong(p.Key(k), "", MaxHyperparameterValueBytes))
+		}
 		fp := p.Key(k)
 		env := HyperparameterEnvName(k)
 		switch {
@@ -392,17 +502,29 @@ func rawValue(raw []byte) any {
 var storageURIScheme = map[mlv1.StorageType]string{mlv1.StorageTypeS3: "s3://", mlv1.StorageTypeGCS: "gs://"}
 
 func validateCheckpointStorage(st *mlv1.CheckpointStorage, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if err := validatePositiveSize(st.Size, p.Child("size")); err != nil {
+		errs = append(errs, err)
+	}
 	scheme, ok := storageURIScheme[st.Type]
 	switch {
 	case !ok:
-		return nil
 	case st.URI == "":
-		return field.ErrorList{field.Required(p.Child("uri"), fmt.Sprintf("required when spec.checkpoint.storage.type is %s", st.Type))}
+		errs = append(errs, field.Required(p.Child("uri"), fmt.Sprintf("required when spec.checkpoint.storage.type is %s", st.Type)))
 	case !strings.HasPrefix(st.URI, scheme) || len(st.URI) == len(scheme):
-		return field.ErrorList{field.Invalid(p.Child("uri"), st.URI, fmt.Sprintf(
-			"must be %s<bucket>[/<prefix>] when spec.checkpoint.storage.type is %s", scheme, st.Type))}
+		errs = append(errs, field.Invalid(p.Child("uri"), st.URI, fmt.Sprintf(
+			"must be %s<bucket>[/<prefix>] when spec.checkpoint.storage.type is %s", scheme, st.Type)))
 	}
-	return nil
+	return errs
+}
+
+// validatePositiveSize refuses a storage size of zero or less, which no
+// volume can be provisioned with.
+func validatePositiveSize(q *resource.Quantity, p *field.Path) *field.Error {
+	if q == nil || q.Sign() > 0 {
+		return nil
+	}
+	return field.Invalid(p, q.String(), "must be greater than zero")
 }
 
 // validateTrainingJobUpdate applies API.md's immutability table; old is defaulted.

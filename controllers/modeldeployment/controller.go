@@ -21,6 +21,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -103,15 +106,37 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("modeldeployment").
 		For(&mlv1.ModelDeployment{}).
 		Owns(&appsv1.Deployment{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrent})
+	if r.Routers != nil {
+		// A router installed (or removed) later moves every auto
+		// ModelDeployment at once.
+		b = b.WatchesRawSource(source.Channel(r.Routers.Changes(), handler.EnqueueRequestsFromMapFunc(r.AutoRouted)))
+	}
+	return b.Complete(r)
+}
+
+// AutoRouted is a request for every ModelDeployment whose traffic.router is
+// auto (or unset): the ones a change of the detected router moves.
+func (r *Reconciler) AutoRouted(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list mlv1.ModelDeploymentList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ModelDeployments after a router change; each follows at its next health interval")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, md := range list.Items {
+		if rt := md.Spec.Traffic.Router; rt == "" || rt == mlv1.RouterAuto {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&md)})
+		}
+	}
+	return reqs
 }
 
 // apply server-side-applies a child as FieldOwner, taking over conflicting fields.

@@ -153,6 +153,22 @@ func TestRouterAutoPicksGatewayAPI(t *testing.T) {
 	assert.Equal(t, map[string]int32{"auto-v1": 0}, h.routeWeights("auto"), "no Ready pod yet: no traffic")
 }
 
+// When the detector finds another router, every ModelDeployment on auto
+// (or with no router) is reconciled at once; those that name a router are not.
+func TestRouterChangeReconcilesAutoRouted(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("implicit", "").Version("v1", -1, "s3://m/v1").Obj())
+	h.create(testutil.ModelDeployment("auto", "").Router(mlv1.RouterAuto).Version("v1", -1, "s3://m/v1").Obj())
+	h.create(testutil.ModelDeployment("fixed", "").Router(mlv1.RouterService).Version("v1", -1, "s3://m/v1").Obj())
+	var mine []string
+	for _, req := range h.r.AutoRouted(context.Background(), nil) {
+		if req.Namespace == h.ns {
+			mine = append(mine, req.Name)
+		}
+	}
+	assert.ElementsMatch(t, []string{"implicit", "auto"}, mine)
+}
+
 // A version gets traffic only once its pods are Ready; until then its share
 // goes to the Ready versions.
 func TestReadinessGatedWeights(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlevent "sigs.k8s.io/controller-runtime/pkg/event"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -24,11 +25,28 @@ type RouterDetector struct {
 	mu           sync.RWMutex
 	router       mlv1.TrafficRouter
 	istioVersion string
+	changes      chan ctrlevent.GenericEvent
 }
 
 // NewRouterDetector returns a detector that checks discovery every interval.
 func NewRouterDetector(d discovery.DiscoveryInterface, interval time.Duration) *RouterDetector {
-	return &RouterDetector{Discovery: d, Interval: interval, router: mlv1.RouterService, istioVersion: defaultIstioVersion}
+	return &RouterDetector{Discovery: d, Interval: interval, router: mlv1.RouterService, istioVersion: defaultIstioVersion,
+		changes: make(chan ctrlevent.GenericEvent, 1)}
+}
+
+// Changes receives an event each time the timer finds that auto resolves
+// to another router (or another Istio version), so the controller can
+// reconcile the ModelDeployments that use auto at once, not at their next
+// health interval. The event's object is a placeholder.
+func (d *RouterDetector) Changes() <-chan ctrlevent.GenericEvent { return d.changes }
+
+// notify signals a change without blocking: one pending signal stands for
+// any number of changes.
+func (d *RouterDetector) notify() {
+	select {
+	case d.changes <- ctrlevent.GenericEvent{Object: &mlv1.ModelDeployment{}}:
+	default:
+	}
 }
 
 // Router is the router auto resolves to, as of the last check.
@@ -107,12 +125,13 @@ func (d *RouterDetector) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			before := d.Router()
+			before, beforeIstio := d.Router(), d.IstioVersion()
 			after, err := d.Detect()
 			if err != nil {
 				log.Error(err, "discovering traffic routers")
-			} else if after != before {
-				log.Info("traffic router for router=auto changed", "from", before, "to", after)
+			} else if after != before || d.IstioVersion() != beforeIstio {
+				log.Info("traffic router for router=auto changed", "from", before, "to", after, "istioVersion", d.IstioVersion())
+				d.notify()
 			}
 		}
 	}

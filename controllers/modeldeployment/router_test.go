@@ -1,6 +1,7 @@
 package modeldeployment
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -67,5 +68,49 @@ func TestRouterDetectorKeepsLastResultOnError(t *testing.T) {
 	}
 	if d.Router() != mlv1.RouterGatewayAPI {
 		t.Errorf("Router = %s after an error, want the last result gatewayapi", d.Router())
+	}
+}
+
+// The timer notices a router installed after start, stores it and signals
+// the change once; a tick that finds nothing new signals nothing.
+func TestRouterDetectorTimerSignalsChanges(t *testing.T) {
+	fake := &kubetesting.Fake{}
+	d := NewRouterDetector(&fakediscovery.FakeDiscovery{Fake: fake}, 5*time.Millisecond)
+	if _, err := d.Detect(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+
+	select {
+	case <-d.Changes():
+		t.Fatal("a change signalled while nothing changed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	fake.Lock()
+	fake.Resources = []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "httproutes")}
+	fake.Unlock()
+	select {
+	case ev := <-d.Changes():
+		if _, ok := ev.Object.(*mlv1.ModelDeployment); !ok {
+			t.Errorf("event object %T", ev.Object)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the HTTPRoute CRD served after start was not noticed")
+	}
+	if d.Router() != mlv1.RouterGatewayAPI {
+		t.Errorf("Router = %s, want gatewayapi", d.Router())
+	}
+	select {
+	case <-d.Changes():
+		t.Error("one change signalled twice")
+	case <-time.After(50 * time.Millisecond):
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	Scraper ProgressScraper
 	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
 	MLflow MLflowClient
+	// StatusBatchPeriod is how long a status change that only moves the
+	// worker counters may wait, so a gang's pod events share one write.
+	StatusBatchPeriod time.Duration
 }
 
 // Defaults of Config.
@@ -114,6 +117,9 @@ func (c Config) withDefaults() Config {
 	if c.MLflow == nil {
 		c.MLflow = NewHTTPMLflowClient()
 	}
+	if c.StatusBatchPeriod <= 0 {
+		c.StatusBatchPeriod = DefaultStatusBatchPeriod
+	}
 	return c
 }
 
@@ -127,6 +133,8 @@ type Reconciler struct {
 	scrapes   *scrapeTracker
 	// tracking backs off failing MLflow calls per job.
 	tracking *scrapeTracker
+	// batch holds back counters-only status writes.
+	batch *statusBatch
 }
 
 // NewReconciler builds the reconciler. c is the manager's (cached) client;
@@ -141,6 +149,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		expect:    newExpectations(),
 		scrapes:   newScrapeTracker(),
 		tracking:  newScrapeTracker(),
+		batch:     newStatusBatch(),
 	}
 }
 
@@ -218,10 +227,31 @@ type pass struct {
 // jobEvent is an event to emit on the job once its status is written.
 type jobEvent struct {
 	eventType, reason, note string
+	// action marks an event about something done on the API server (pods
+	// created, force-deleted), which a later pass does not do again: it is
+	// emitted even when the pass's status write is lost or the pass fails.
+	action bool
 }
 
+// event records an event about the status this pass writes: emitted only
+// once that write lands (a lost pass is redone, and decides it again).
 func (p *pass) event(eventType, reason, note string, args ...any) {
-	p.events = append(p.events, jobEvent{eventType, reason, fmt.Sprintf(note, args...)})
+	p.events = append(p.events, jobEvent{eventType: eventType, reason: reason, note: fmt.Sprintf(note, args...)})
+}
+
+// actionEvent records an event about something this pass did.
+func (p *pass) actionEvent(eventType, reason, note string, args ...any) {
+	p.events = append(p.events, jobEvent{eventType: eventType, reason: reason, note: fmt.Sprintf(note, args...), action: true})
+}
+
+// emit sends the pass's events: all of them once its status write landed,
+// and otherwise only those about actions done.
+func (r *Reconciler) emit(p *pass, written bool) {
+	for _, e := range p.events {
+		if written || e.action {
+			r.recorder.Eventf(p.job, nil, e.eventType, e.reason, e.reason, "%s", e.note)
+		}
+	}
 }
 
 // requeue asks for another pass at t (the earliest of all asks wins).
@@ -257,35 +287,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			forgetJobMetrics(req.NamespacedName)
 			r.scrapes.forget(req.NamespacedName)
 			r.tracking.forget(req.NamespacedName)
+			r.batch.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	orig := job.DeepCopy()
 	p := &pass{job: job, now: r.cfg.Clock.Now()}
-	if err := r.reconcile(ctx, p); err != nil {
+	err := r.reconcile(ctx, p)
+	lost := false
+	if err == nil {
+		lost, err = r.writeStatus(ctx, p, orig)
+	}
+	r.emit(p, err == nil && !lost)
+	if err != nil {
 		reconcileErrors.WithLabelValues(job.Namespace).Inc()
 		return ctrl.Result{}, err
 	}
-	if job.DeletionTimestamp == nil && !equality.Semantic.DeepEqual(orig.Status, job.Status) {
-		// Update carries the resourceVersion: a pass that decided from a stale
-		// job must not overwrite counters a newer pass wrote. (A merge patch
-		// would also drop the zero-valued, required worker counts.)
-		if err := r.client.Status().Update(ctx, job); err != nil {
-			// What this pass scraped is lost with the write: scrape again on
-			// the next pass rather than an interval later.
-			r.scrapes.forget(req.NamespacedName)
-			r.tracking.forget(req.NamespacedName)
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				// A newer version exists; its own event reconciles it.
-				return ctrl.Result{}, nil
-			}
-			reconcileErrors.WithLabelValues(job.Namespace).Inc()
-			return ctrl.Result{}, fmt.Errorf("writing status: %w", err)
-		}
-	}
-	for _, e := range p.events {
-		r.recorder.Eventf(job, nil, e.eventType, e.reason, e.reason, "%s", e.note)
+	if lost {
+		// A newer version exists; its own event reconciles it.
+		return ctrl.Result{}, nil
 	}
 	for _, f := range p.after {
 		f()
@@ -296,10 +317,54 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return p.result(), nil
 }
 
+// writeStatus writes the pass's status once, if it changed. A change that
+// only moves the worker counters, in a pass with nothing to announce, waits
+// up to StatusBatchPeriod so the gang's other pod events join it. lost
+// reports a write that lost to a newer version of the job.
+func (r *Reconciler) writeStatus(ctx context.Context, p *pass, orig *mlv1.TrainingJob) (lost bool, err error) {
+	job := p.job
+	key := client.ObjectKeyFromObject(job)
+	if job.DeletionTimestamp != nil || equality.Semantic.DeepEqual(orig.Status, job.Status) {
+		r.statusWritten(key)
+		return false, nil
+	}
+	if len(p.events) == 0 && len(p.after) == 0 && onlyCountersMoved(&orig.Status, &job.Status) {
+		if due, at := r.batch.due(key, p.now, r.cfg.StatusBatchPeriod); !due {
+			p.requeue(at)
+			return false, nil
+		}
+	}
+	// Update carries the resourceVersion: a pass that decided from a stale
+	// job must not overwrite counters a newer pass wrote. (A merge patch
+	// would also drop the zero-valued, required worker counts.)
+	if err := r.client.Status().Update(ctx, job); err != nil {
+		// What this pass scraped is lost with the write: the next pass
+		// applies it again (the scrape stays pending), without scraping
+		// before the interval is up.
+		r.tracking.forget(key)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("writing status: %w", err)
+	}
+	r.statusWritten(key)
+	return false, nil
+}
+
+// statusWritten notes that the stored status is the pass's: no batched
+// change waits, and the last scrape is carried.
+func (r *Reconciler) statusWritten(key types.NamespacedName) {
+	r.batch.forget(key)
+	r.scrapes.written(key)
+}
+
 // reconcile is one pass over a job.
 func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	job := p.job
 	if job.DeletionTimestamp != nil {
+		if err := r.endDeletedMLflowRun(ctx, p); err != nil {
+			return err
+		}
 		return r.releaseFinalizer(ctx, job)
 	}
 	st := &job.Status
@@ -561,13 +626,8 @@ func (r *Reconciler) reconcileFinished(ctx context.Context, p *pass, pods []*cor
 	r.endMLflowRun(ctx, p)
 	var doomed []*corev1.Pod
 	for _, pod := range pods {
-		switch job.Spec.EffectiveCleanPodPolicy() {
-		case mlv1.CleanPodPolicyAll:
+		if finishedJobDeletes(job.Spec.EffectiveCleanPodPolicy(), pod) {
 			doomed = append(doomed, pod)
-		case mlv1.CleanPodPolicyRunning:
-			if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-				doomed = append(doomed, pod)
-			}
 		}
 	}
 	if err := r.deletePods(ctx, job, doomed, p.now); err != nil {
@@ -587,6 +647,20 @@ func (r *Reconciler) reconcileFinished(ctx context.Context, p *pass, pods []*cor
 		}
 	}
 	return nil
+}
+
+// finishedJobDeletes reports whether a finished job's pod goes, under the
+// job's cleanPodPolicy. Parameter servers never exit by themselves, so a
+// live one goes under every policy, None included: kept, it would hold its
+// node's resources for ever.
+func finishedJobDeletes(policy mlv1.CleanPodPolicy, pod *corev1.Pod) bool {
+	switch {
+	case policy == mlv1.CleanPodPolicyAll:
+		return true
+	case policy == mlv1.CleanPodPolicyRunning, isPS(pod):
+		return !isTerminal(pod)
+	}
+	return false
 }
 
 // reconcileSuspended deletes the gang and keeps everything else.
@@ -742,7 +816,7 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 			now := metav1.NewTime(p.now)
 			st.StartTime = &now
 		}
-		p.event(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d pods (attempt %d)",
+		p.actionEvent(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d pods (attempt %d)",
 			created, len(want), attempt)
 	}
 	return workersOnly(inFlight), errors.Join(all...)
@@ -789,7 +863,7 @@ func (r *Reconciler) forceDeleteStuck(ctx context.Context, p *pass, pods []*core
 		forced = append(forced, fmt.Sprintf("%s (node %s)", pod.Name, pod.Spec.NodeName))
 	}
 	if len(forced) > 0 {
-		p.event(corev1.EventTypeWarning, "ForceDeleted", "force-deleted %d pods stuck terminating on lost nodes: %s",
+		p.actionEvent(corev1.EventTypeWarning, "ForceDeleted", "force-deleted %d pods stuck terminating on lost nodes: %s",
 			len(forced), strings.Join(forced, ", "))
 	}
 	return errors.Join(errs...)
@@ -900,19 +974,34 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	key := client.ObjectKeyFromObject(job)
 	if ok, next := r.scrapes.due(key, p.now); !ok {
 		p.requeue(next)
+		// A scrape whose status write was lost is applied again.
+		if res := r.scrapes.unwritten(key); res != nil && res.attempt == job.Status.Attempt() {
+			r.applyScrape(ctx, p, key, *res)
+		}
 		return
 	}
 	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(rank0.Status.PodIP, strconv.Itoa(int(job.Spec.EffectiveMetricsPort()))), job.Spec.EffectiveMetricsPath())
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	progress, err := r.cfg.Scraper.Scrape(sctx, url)
+	res := scrapeResult{progress: progress, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
-	setCondition(&job.Status, progressCondition(job, err, url), metav1.NewTime(p.now))
-	var base rateBaseline
-	if err == nil && progress.Epoch != nil && !math.IsNaN(*progress.Epoch) {
-		base = r.scrapes.baseline(key, job.Status.Attempt(), clampEpoch(*progress.Epoch, job.Status.TotalEpochs), p.now)
+	r.scrapes.pend(key, res)
+	r.applyScrape(ctx, p, key, res)
+}
+
+// applyScrape puts a scrape's outcome into the job's status.
+func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.NamespacedName, res scrapeResult) {
+	job := p.job
+	setCondition(&job.Status, progressCondition(job, res.err, res.url), metav1.NewTime(res.at))
+	if res.err != nil {
+		return
 	}
-	if err == nil && applyProgress(job, progress, p.now, base) {
+	var base rateBaseline
+	if e := res.progress.Epoch; e != nil && !math.IsNaN(*e) {
+		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
+	}
+	if applyProgress(job, res.progress, res.at, base) {
 		r.logMLflowMetrics(ctx, p)
 	}
 }

@@ -198,7 +198,7 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *cor
 	}
 	for i := range c.Env {
 		if c.Env[i].Name == "TF_CONFIG" {
-			c.Env[i].Value = tfConfigFor(job, "ps", index)
+			c.Env[i].Value = tfConfigFor(job, tfTaskPS, index)
 		}
 	}
 	return pod
@@ -386,18 +386,42 @@ type TFTask struct {
 	Index int32  `json:"index"`
 }
 
-// tfConfig is the TF_CONFIG of a worker rank.
-func tfConfig(job *mlv1.TrainingJob, rank int32) string { return tfConfigFor(job, "worker", rank) }
+// TensorFlow task types of TF_CONFIG.
+const (
+	tfTaskChief  = "chief"
+	tfTaskWorker = "worker"
+	tfTaskPS     = "ps"
+)
 
-// tfConfigFor is the TF_CONFIG of a task of type worker or ps.
+// tfConfig is the TF_CONFIG of a worker rank. Without parameter servers
+// every rank is a worker with index = rank (MultiWorkerMirroredStrategy,
+// where worker 0 acts as chief). With parameter servers rank 0 is the
+// `chief` task, the coordinator ParameterServerStrategy and Estimator
+// training need, and rank r >= 1 is worker r-1.
+func tfConfig(job *mlv1.TrainingJob, rank int32) string {
+	if job.Spec.ParameterServers == 0 {
+		return tfConfigFor(job, tfTaskWorker, rank)
+	}
+	if rank == 0 {
+		return tfConfigFor(job, tfTaskChief, 0)
+	}
+	return tfConfigFor(job, tfTaskWorker, rank-1)
+}
+
+// tfConfigFor is the TF_CONFIG of a task of type chief, worker or ps. The
+// cluster is the same for every task of the gang.
 func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
 	port := job.Spec.EffectiveMasterPort()
 	cluster := map[string][]string{}
 	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
-		cluster["worker"] = append(cluster["worker"], fmt.Sprintf("%s:%d", workerHost(job, i), port))
+		kind := tfTaskWorker
+		if i == 0 && job.Spec.ParameterServers > 0 {
+			kind = tfTaskChief
+		}
+		cluster[kind] = append(cluster[kind], fmt.Sprintf("%s:%d", workerHost(job, i), port))
 	}
 	for i := int32(0); i < job.Spec.ParameterServers; i++ {
-		cluster["ps"] = append(cluster["ps"], fmt.Sprintf("%s.%s.%s.svc:%d",
+		cluster[tfTaskPS] = append(cluster[tfTaskPS], fmt.Sprintf("%s.%s.%s.svc:%d",
 			mlv1.PSPodName(job.Name, i), mlv1.WorkersServiceName(job.Name), job.Namespace, port))
 	}
 	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: taskType, Index: index}})

@@ -264,8 +264,44 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	}
 }
 
+// With parameter servers rank 0 is TensorFlow's `chief` (the coordinator of
+// ParameterServerStrategy, the chief of Estimator training), the other ranks
+// are workers counted from 0, and the ps pods are `ps`; every task sees the
+// same cluster.
 func TestTFConfigWithParameterServers(t *testing.T) {
 	job := testJob(mlv1.FrameworkTensorFlow)
+	job.Spec.NumWorkers = 3
+	job.Spec.ParameterServers = 2
+	cluster := map[string][]string{
+		"chief":  {"bert-worker-0.bert-workers.team-a.svc:29500"},
+		"worker": {"bert-worker-1.bert-workers.team-a.svc:29500", "bert-worker-2.bert-workers.team-a.svc:29500"},
+		"ps":     {"bert-ps-0.bert-workers.team-a.svc:29500", "bert-ps-1.bert-workers.team-a.svc:29500"},
+	}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		task TFTask
+	}{
+		{desiredWorkerPod(job, 0, 0, &testCfg), TFTask{Type: "chief", Index: 0}},
+		{desiredWorkerPod(job, 1, 0, &testCfg), TFTask{Type: "worker", Index: 0}},
+		{desiredWorkerPod(job, 2, 0, &testCfg), TFTask{Type: "worker", Index: 1}},
+		{desiredPSPod(job, 0, 0, &testCfg), TFTask{Type: "ps", Index: 0}},
+		{desiredPSPod(job, 1, 0, &testCfg), TFTask{Type: "ps", Index: 1}},
+	} {
+		var got TFConfig
+		if err := json.Unmarshal([]byte(trainerEnv(tc.pod, "TF_CONFIG")), &got); err != nil {
+			t.Fatalf("%s: %v", tc.pod.Name, err)
+		}
+		if diff := cmp.Diff(TFConfig{Cluster: cluster, Task: tc.task}, got); diff != "" {
+			t.Errorf("%s TF_CONFIG mismatch (-want +got):\n%s", tc.pod.Name, diff)
+		}
+	}
+}
+
+// A single rank with parameter servers is the chief alone: no empty
+// "worker" list in the cluster.
+func TestTFConfigSingleRankWithParameterServers(t *testing.T) {
+	job := testJob(mlv1.FrameworkTensorFlow)
+	job.Spec.NumWorkers = 1
 	job.Spec.ParameterServers = 1
 	var got TFConfig
 	if err := json.Unmarshal([]byte(tfConfig(job, 0)), &got); err != nil {
@@ -273,14 +309,24 @@ func TestTFConfigWithParameterServers(t *testing.T) {
 	}
 	want := TFConfig{
 		Cluster: map[string][]string{
-			"worker": {"bert-worker-0.bert-workers.team-a.svc:29500", "bert-worker-1.bert-workers.team-a.svc:29500"},
-			"ps":     {"bert-ps-0.bert-workers.team-a.svc:29500"},
+			"chief": {"bert-worker-0.bert-workers.team-a.svc:29500"},
+			"ps":    {"bert-ps-0.bert-workers.team-a.svc:29500"},
 		},
-		Task: TFTask{Type: "worker", Index: 0},
+		Task: TFTask{Type: "chief", Index: 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("TF_CONFIG mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// trainerEnv is a literal env var of a pod's trainer container.
+func trainerEnv(p *corev1.Pod, name string) string {
+	for _, e := range p.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }
 
 func TestDesiredServiceConfigMapPVC(t *testing.T) {

@@ -171,10 +171,12 @@ func TestFailedRankWithRestartPolicyNever(t *testing.T) {
 
 // A TensorFlow job with a parameter server: workers and ps pods listed in
 // TF_CONFIG exist; the job completes when the workers do, and the still
-// running ps is cleaned up.
+// running ps is deleted even under cleanPodPolicy None, which keeps the
+// finished workers.
 func TestTensorFlowParameterServers(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client)
-	job := create(t, testutil.TrainingJob("tfps", ns).Framework(mlv1.FrameworkTensorFlow).Workers(2).GPUs(0).ParameterServers(1))
+	job := create(t, testutil.TrainingJob("tfps", ns).Framework(mlv1.FrameworkTensorFlow).Workers(2).GPUs(0).ParameterServers(1).
+		CleanPodPolicy(mlv1.CleanPodPolicyNone))
 	testutil.Eventually(t, func() bool { return len(pods(t, job)) == 3 }, "2 workers and 1 ps")
 	ps := &corev1.Pod{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tfps-ps-0"}, ps))
@@ -189,8 +191,8 @@ func TestTensorFlowParameterServers(t *testing.T) {
 	waitState(t, job, mlv1.StateCompleted)
 	testutil.Eventually(t, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tfps-ps-0"}, &corev1.Pod{}))
-	}, "running ps deleted by cleanPodPolicy Running")
-	assert.Len(t, pods(t, job), 2)
+	}, "running ps deleted although cleanPodPolicy is None")
+	assert.Len(t, pods(t, job), 2, "cleanPodPolicy None keeps the finished workers")
 }
 
 // suspend deletes the pods and keeps the rest; resume recreates the gang.

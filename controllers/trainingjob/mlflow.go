@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -22,6 +26,23 @@ import (
 // ConditionMLflowTracking says whether the job's MLflow run is tracked. It
 // never affects the job's state: an MLflow outage never blocks or fails a job.
 const ConditionMLflowTracking = "MLflowTracking"
+
+// MLflowRunFinalizer is held by a tracked job while its MLflow run is open,
+// so that deleting the job still ends the run (KILLED) instead of leaving it
+// RUNNING. It never holds a deletion for long: when MLflow cannot be reached
+// after mlflowDeleteTries calls, an event says so and the finalizer goes.
+const MLflowRunFinalizer = "ml.example.com/mlflow-run"
+
+// mlflowDeleteTries bounds the calls that try to end a deleted job's run.
+const mlflowDeleteTries = 3
+
+// mlflowDeleteRetry is the wait between those calls.
+const mlflowDeleteRetry = 2 * time.Second
+
+// TagJobUID is the run tag holding the job's UID. Run creation first searches
+// for it, so a run whose id never reached the status (a failed status write)
+// is found again instead of created twice.
+const TagJobUID = "ml.example.com/uid"
 
 // MLflowTracking condition reasons.
 const (
@@ -53,9 +74,11 @@ type MLflowTag struct {
 
 // MLflowClient is the part of MLflow's tracking REST API the operator uses.
 type MLflowClient interface {
-	// CreateRun creates a run in the named experiment (created if missing)
-	// and returns its id.
-	CreateRun(ctx context.Context, trackingURI, experiment, runName string, start time.Time, tags []MLflowTag) (string, error)
+	// CreateRun returns the id of the run tagged with key in the named
+	// experiment (created if missing), creating the run, with key among its
+	// tags, when there is none: calling it again after a lost reply or a lost
+	// status write does not create a second run.
+	CreateRun(ctx context.Context, trackingURI, experiment, runName string, key MLflowTag, start time.Time, tags []MLflowTag) (string, error)
 	// LogMetrics logs metric values to a run.
 	LogMetrics(ctx context.Context, trackingURI, runID string, metrics []MLflowMetric) error
 	// EndRun sets a run's final status.
@@ -151,8 +174,42 @@ func (c *HTTPMLflowClient) experimentID(ctx context.Context, base, name string) 
 	return created.ExperimentID, err
 }
 
+// runInfo is the part of MLflow's Run the operator reads.
+type runInfo struct {
+	Info struct {
+		RunID string `json:"run_id"`
+	} `json:"info"`
+}
+
+// findRun is the id of the experiment's run tagged key.Key = key.Value, ""
+// when there is none (runs/search; deleted runs are not searched).
+func (c *HTTPMLflowClient) findRun(ctx context.Context, base, expID string, key MLflowTag) (string, error) {
+	var got struct {
+		Runs []runInfo `json:"runs"`
+	}
+	// Backticks quote a tag key with dots or slashes in MLflow's filter
+	// syntax and the value is single-quoted, so neither may contain its own
+	// quote (a Kubernetes UID never does).
+	if strings.ContainsAny(key.Key, "`") || strings.ContainsAny(key.Value, "'") {
+		return "", fmt.Errorf("runs/search: tag %q=%q cannot be quoted in a filter", key.Key, key.Value)
+	}
+	in := map[string]any{
+		"experiment_ids": []string{expID},
+		"filter":         fmt.Sprintf("tags.`%s` = '%s'", key.Key, key.Value),
+		"run_view_type":  "ACTIVE_ONLY",
+		"max_results":    1,
+	}
+	if _, err := c.call(ctx, http.MethodPost, base, "runs/search", nil, in, &got); err != nil {
+		return "", err
+	}
+	if len(got.Runs) == 0 {
+		return "", nil
+	}
+	return got.Runs[0].Info.RunID, nil
+}
+
 // CreateRun implements MLflowClient.
-func (c *HTTPMLflowClient) CreateRun(ctx context.Context, base, experiment, runName string, start time.Time, tags []MLflowTag) (string, error) {
+func (c *HTTPMLflowClient) CreateRun(ctx context.Context, base, experiment, runName string, key MLflowTag, start time.Time, tags []MLflowTag) (string, error) {
 	if experiment == "" {
 		experiment = "Default"
 	}
@@ -160,13 +217,13 @@ func (c *HTTPMLflowClient) CreateRun(ctx context.Context, base, experiment, runN
 	if err != nil {
 		return "", err
 	}
-	var got struct {
-		Run struct {
-			Info struct {
-				RunID string `json:"run_id"`
-			} `json:"info"`
-		} `json:"run"`
+	if id, err := c.findRun(ctx, base, expID, key); err != nil || id != "" {
+		return id, err
 	}
+	var got struct {
+		Run runInfo `json:"run"`
+	}
+	tags = append(append([]MLflowTag(nil), tags...), key)
 	in := map[string]any{"experiment_id": expID, "run_name": runName, "start_time": start.UnixMilli(), "tags": tags}
 	if _, err := c.call(ctx, http.MethodPost, base, "runs/create", nil, in, &got); err != nil {
 		return "", err
@@ -244,9 +301,11 @@ func mlflowCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 5*time.Second)
 }
 
-// ensureMLflowRun creates the job's run once it has started. A failure is a
-// condition and a retry with backoff, never an error of the pass.
+// ensureMLflowRun creates the job's run once it has started, and holds
+// MLflowRunFinalizer while the run is open. A failure is a condition and a
+// retry with backoff, never an error of the pass.
 func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
+	defer r.syncMLflowFinalizer(ctx, p)
 	job, st := p.job, &p.job.Status
 	if !mlflowEnabled(job) || st.MLflowRunID != "" || st.StartTime == nil {
 		return
@@ -261,13 +320,108 @@ func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
 		{Key: "ml.example.com/attempt", Value: fmt.Sprint(st.Attempt())}, {Key: "mlflow.runName", Value: job.Namespace + "/" + job.Name}}
 	cctx, cancel := mlflowCtx(ctx)
 	defer cancel()
-	id, err := r.cfg.MLflow.CreateRun(cctx, mf.TrackingURI, mf.ExperimentName, job.Namespace+"/"+job.Name, st.StartTime.Time, tags)
+	uid := MLflowTag{Key: TagJobUID, Value: string(job.UID)}
+	id, err := r.cfg.MLflow.CreateRun(cctx, mf.TrackingURI, mf.ExperimentName, job.Namespace+"/"+job.Name, uid, st.StartTime.Time, tags)
 	r.retryTracking(p, key, err)
 	if err == nil {
 		st.MLflowRunID = id
 		p.event("Normal", "MLflowRunCreated", "MLflow run %s created at %s", id, mf.TrackingURI)
 	}
 	setCondition(st, trackingCondition(job, ReasonRunTracked, err), metav1.NewTime(p.now))
+}
+
+// mlflowRunOpen reports a run the operator still has to end: created, not
+// ended, and not given up on (an hour after the job finished).
+func mlflowRunOpen(job *mlv1.TrainingJob, now time.Time) bool {
+	st := &job.Status
+	if !mlflowEnabled(job) || st.MLflowRunID == "" {
+		return false
+	}
+	if c := findCondition(st.Conditions, ConditionMLflowTracking); c != nil && c.Reason == ReasonRunEnded && c.Status == metav1.ConditionTrue {
+		return false
+	}
+	return st.CompletionTime == nil || now.Sub(st.CompletionTime.Time) <= time.Hour
+}
+
+// syncMLflowFinalizer holds MLflowRunFinalizer exactly while the job's run is
+// open. A failed write is logged and retried on a pass soon after: the
+// pass's status write still goes ahead.
+func (r *Reconciler) syncMLflowFinalizer(ctx context.Context, p *pass) {
+	job := p.job
+	want := job.DeletionTimestamp == nil && mlflowRunOpen(job, p.now)
+	if want == controllerutil.ContainsFinalizer(job, MLflowRunFinalizer) {
+		return
+	}
+	if err := r.setFinalizer(ctx, job, MLflowRunFinalizer, want); err != nil {
+		log.FromContext(ctx).Error(err, "MLflow run finalizer", "want", want)
+		p.requeue(p.now.Add(time.Second))
+	}
+}
+
+// setFinalizer adds or removes a finalizer with a patch of a copy (the patch
+// response must not overwrite the status this pass computed), then takes
+// the new resourceVersion and finalizers over, so the status write that
+// follows is not refused as a conflict.
+func (r *Reconciler) setFinalizer(ctx context.Context, job *mlv1.TrainingJob, finalizer string, present bool) error {
+	orig := job.DeepCopy()
+	cp := job.DeepCopy()
+	if present {
+		controllerutil.AddFinalizer(cp, finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(cp, finalizer)
+	}
+	if err := r.client.Patch(ctx, cp, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if !present && apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patching finalizer %s: %w", finalizer, err)
+	}
+	job.ResourceVersion, job.Finalizers = cp.ResourceVersion, cp.Finalizers
+	return nil
+}
+
+// endDeletedMLflowRun ends the run of a job being deleted before its run was
+// ended: KILLED while it was still active (FINISHED or FAILED when it had
+// already finished), then releases MLflowRunFinalizer. While MLflow fails it
+// retries every mlflowDeleteRetry, at most mlflowDeleteTries calls in all
+// (failures of the run's last calls before the deletion count too); then a
+// Warning event says the run was left open and the finalizer goes anyway.
+func (r *Reconciler) endDeletedMLflowRun(ctx context.Context, p *pass) error {
+	job, st := p.job, &p.job.Status
+	if !controllerutil.ContainsFinalizer(job, MLflowRunFinalizer) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(job)
+	if mlflowEnabled(job) && st.MLflowRunID != "" {
+		status, end := MLflowRunKilled, p.now
+		if st.CompletionTime != nil {
+			status, end = finalRunStatus(job), st.CompletionTime.Time
+		}
+		uri := job.Spec.Tracking.MLflow.TrackingURI
+		cctx, cancel := mlflowCtx(ctx)
+		err := r.cfg.MLflow.EndRun(cctx, uri, st.MLflowRunID, status, end)
+		cancel()
+		switch {
+		case err == nil:
+			p.event("Normal", "MLflowRunEnded", "MLflow run %s ended as %s: the job was deleted", st.MLflowRunID, status)
+		case r.tracking.failed(key, p.now) < mlflowDeleteTries:
+			p.requeue(p.now.Add(mlflowDeleteRetry))
+			return nil
+		default:
+			p.event("Warning", "MLflowRunNotEnded", "MLflow run %s at %s left open: %v (gave up after %d tries; the deletion goes ahead)",
+				st.MLflowRunID, uri, err, mlflowDeleteTries)
+		}
+	}
+	r.tracking.forget(key)
+	return r.setFinalizer(ctx, job, MLflowRunFinalizer, false)
+}
+
+// failed records a failed MLflow call and returns the failures in a row.
+func (t *scrapeTracker) failed(key types.NamespacedName, now time.Time) int {
+	t.record(key, now, false, mlflowDeleteRetry, mlflowDeleteRetry)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.entries[key].failures
 }
 
 // retryTracking schedules the retry of a failed MLflow call (backoff like a
@@ -295,6 +449,7 @@ func (r *Reconciler) logMLflowMetrics(ctx context.Context, p *pass) {
 // endMLflowRun sets the run's final status once the job finished; retried
 // with backoff for an hour after completion while MLflow fails.
 func (r *Reconciler) endMLflowRun(ctx context.Context, p *pass) {
+	defer r.syncMLflowFinalizer(ctx, p)
 	job, st := p.job, &p.job.Status
 	if !mlflowEnabled(job) || st.MLflowRunID == "" {
 		return

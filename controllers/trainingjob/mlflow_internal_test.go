@@ -2,6 +2,7 @@ package trainingjob
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -38,6 +39,48 @@ func TestProgressMetrics(t *testing.T) {
 	for k, m := range got {
 		if m.Step != 3 || m.Timestamp != t0.UnixMilli() {
 			t.Errorf("%s: step %d timestamp %d", k, m.Step, m.Timestamp)
+		}
+	}
+}
+
+// The MLflow finalizer is held exactly while mlflowRunOpen: a tracked job
+// with a run id whose run was not ended and not given up on.
+func TestMLflowRunOpen(t *testing.T) {
+	tracked := func(mutate func(*mlv1.TrainingJob)) *mlv1.TrainingJob {
+		job := testJob(mlv1.FrameworkPyTorch)
+		job.Spec.Tracking = &mlv1.TrackingSpec{MLflow: &mlv1.MLflowSpec{TrackingURI: "http://mlflow:5000"}}
+		job.Status.MLflowRunID = "run1"
+		mutate(job)
+		return job
+	}
+	finished := func(ago time.Duration) func(*mlv1.TrainingJob) {
+		return func(j *mlv1.TrainingJob) {
+			done := metav1.NewTime(t0.Add(-ago))
+			j.Status.State, j.Status.CompletionTime = mlv1.StateCompleted, &done
+		}
+	}
+	ended := func(status metav1.ConditionStatus, reason string) func(*mlv1.TrainingJob) {
+		return func(j *mlv1.TrainingJob) {
+			j.Status.Conditions = []metav1.Condition{{Type: ConditionMLflowTracking, Status: status, Reason: reason}}
+		}
+	}
+	for name, tc := range map[string]struct {
+		job  *mlv1.TrainingJob
+		want bool
+	}{
+		"running with a run":    {tracked(func(*mlv1.TrainingJob) {}), true},
+		"not tracked":           {tracked(func(j *mlv1.TrainingJob) { j.Spec.Tracking = nil }), false},
+		"no run yet":            {tracked(func(j *mlv1.TrainingJob) { j.Status.MLflowRunID = "" }), false},
+		"finished, end pending": {tracked(finished(time.Minute)), true},
+		"finished, ending failed": {tracked(func(j *mlv1.TrainingJob) {
+			finished(time.Minute)(j)
+			ended(metav1.ConditionFalse, ReasonTrackingFailed)(j)
+		}), true},
+		"run ended":                     {tracked(func(j *mlv1.TrainingJob) { finished(time.Minute)(j); ended(metav1.ConditionTrue, ReasonRunEnded)(j) }), false},
+		"given up an hour after finish": {tracked(finished(61 * time.Minute)), false},
+	} {
+		if got := mlflowRunOpen(tc.job, t0); got != tc.want {
+			t.Errorf("%s: mlflowRunOpen = %t, want %t", name, got, tc.want)
 		}
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +117,27 @@ func (f *fakeMLflow) serve(w http.ResponseWriter, r *http.Request) {
 		f.runs[id] = run
 		reply(http.StatusOK, map[string]any{"run": map[string]any{"info": map[string]any{"run_id": id, "run_uuid": id,
 			"experiment_id": run.ExperimentID, "run_name": run.Name, "status": "RUNNING", "start_time": run.StartTime}, "data": map[string]any{}}})
+	case "POST runs/search":
+		// The filter grammar the operator sends: tags.`<key>` = '<value>'.
+		m := searchFilter.FindStringSubmatch(str("filter"))
+		if m == nil {
+			fail(http.StatusBadRequest, "INVALID_PARAMETER_VALUE", "unsupported filter "+str("filter"))
+			return
+		}
+		exps := map[string]bool{}
+		ids, _ := in["experiment_ids"].([]any)
+		for _, id := range ids {
+			exps[fmt.Sprint(id)] = true
+		}
+		runs := []any{}
+		for _, id := range slices.Sorted(maps.Keys(f.runs)) {
+			run := f.runs[id]
+			if exps[run.ExperimentID] && run.Tags[m[1]] == m[2] {
+				runs = append(runs, map[string]any{"info": map[string]any{"run_id": id, "run_uuid": id,
+					"experiment_id": run.ExperimentID, "run_name": run.Name, "status": run.Status}, "data": map[string]any{}})
+			}
+		}
+		reply(http.StatusOK, map[string]any{"runs": runs})
 	case "POST runs/log-batch":
 		run, ok := f.runs[str("run_id")]
 		if !ok {
@@ -141,6 +165,29 @@ func (f *fakeMLflow) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+var searchFilter = regexp.MustCompile("^tags\\.`([^`]+)` = '([^']*)'$")
+
+// addRun stores a run as if created earlier, and returns its id.
+func (f *fakeMLflow) addRun(experiment string, tags map[string]string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	expID, ok := f.experiments[experiment]
+	if !ok {
+		expID = fmt.Sprint(len(f.experiments) + 1)
+		f.experiments[experiment] = expID
+	}
+	id := fmt.Sprintf("run%d", len(f.runs)+1)
+	f.runs[id] = &fakeRun{ExperimentID: expID, Name: "earlier", Status: "RUNNING", Tags: tags}
+	return id
+}
+
+// runCount is the number of runs the server holds.
+func (f *fakeMLflow) runCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.runs)
+}
+
 func metricValues(r fakeRun, key string) []float64 {
 	var out []float64
 	for _, m := range r.Metrics {
@@ -157,18 +204,28 @@ func TestHTTPMLflowClient(t *testing.T) {
 	bg := context.Background()
 	start := time.UnixMilli(1767000000000)
 
-	id, err := c.CreateRun(bg, f.URL, "exp", "ns/job", start, []trainingjob.MLflowTag{{Key: "k", Value: "v"}})
+	key1 := trainingjob.MLflowTag{Key: trainingjob.TagJobUID, Value: "uid-1"}
+	key2 := trainingjob.MLflowTag{Key: trainingjob.TagJobUID, Value: "uid-2"}
+	id, err := c.CreateRun(bg, f.URL, "exp", "ns/job", key1, start, []trainingjob.MLflowTag{{Key: "k", Value: "v"}})
 	require.NoError(t, err)
-	id2, err := c.CreateRun(bg, f.URL+"/", "exp", "ns/job2", start, nil)
+	id2, err := c.CreateRun(bg, f.URL+"/", "exp", "ns/job2", key2, start, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"GET experiments/get-by-name", "POST experiments/create", "POST runs/create",
-		"GET experiments/get-by-name", "POST runs/create"}, f.calls, "the experiment is created once, then found")
+	assert.NotEqual(t, id, id2)
+	assert.Equal(t, []string{"GET experiments/get-by-name", "POST experiments/create", "POST runs/search", "POST runs/create",
+		"GET experiments/get-by-name", "POST runs/search", "POST runs/create"}, f.calls, "the experiment is created once, then found")
 	r, _ := f.run(id)
 	r2, _ := f.run(id2)
 	assert.Equal(t, "ns/job", r.Name)
 	assert.Equal(t, r.ExperimentID, r2.ExperimentID)
 	assert.Equal(t, start.UnixMilli(), r.StartTime)
-	assert.Equal(t, "v", r.Tags["k"])
+	assert.Equal(t, map[string]string{"k": "v", trainingjob.TagJobUID: "uid-1"}, r.Tags)
+
+	// Asked again for the same key (a lost reply, a lost status write), the
+	// client returns the existing run and creates none.
+	again, err := c.CreateRun(bg, f.URL, "exp", "ns/job", key1, start, nil)
+	require.NoError(t, err)
+	assert.Equal(t, id, again)
+	assert.Equal(t, 2, f.runCount())
 
 	require.NoError(t, c.LogMetrics(bg, f.URL, id, []trainingjob.MLflowMetric{{Key: "loss", Value: 0.5, Timestamp: 1, Step: 2}}))
 	r, _ = f.run(id)
@@ -180,7 +237,7 @@ func TestHTTPMLflowClient(t *testing.T) {
 
 	assert.ErrorContains(t, c.LogMetrics(bg, f.URL, "nope", nil), "RESOURCE_DOES_NOT_EXIST")
 	f.setDown(true)
-	_, err = c.CreateRun(bg, f.URL, "exp", "ns/job3", start, nil)
+	_, err = c.CreateRun(bg, f.URL, "exp", "ns/job3", key1, start, nil)
 	assert.ErrorContains(t, err, "503")
 }
 

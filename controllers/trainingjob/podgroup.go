@@ -26,6 +26,9 @@ type gangScheduler struct {
 	gvk schema.GroupVersionKind
 	// podAnnotation / podLabel is how a pod names its PodGroup.
 	podAnnotation, podLabel string
+	// priorityClass: the PodGroup spec has a priorityClassName (Volcano's
+	// does; scheduler-plugins' has none, its CRD would prune it).
+	priorityClass bool
 }
 
 var (
@@ -34,6 +37,7 @@ var (
 	volcanoScheduler = gangScheduler{
 		gvk:           schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroup"},
 		podAnnotation: "scheduling.k8s.io/group-name",
+		priorityClass: true,
 	}
 	// scheduler-plugins coscheduling: scheduling.x-k8s.io/v1alpha1 PodGroup;
 	// pods carry the scheduling.x-k8s.io/pod-group label.
@@ -107,7 +111,7 @@ func desiredPodGroup(job *mlv1.TrainingJob, gs gangScheduler, attempt int32, gan
 	if len(res) > 0 {
 		spec["minResources"] = res
 	}
-	if job.Spec.Scheduling.PriorityClassName != "" {
+	if job.Spec.Scheduling.PriorityClassName != "" && gs.priorityClass {
 		spec["priorityClassName"] = job.Spec.Scheduling.PriorityClassName
 	}
 	pg.Object["spec"] = spec

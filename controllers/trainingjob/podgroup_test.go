@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,11 +62,15 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 	}
 	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: files, ErrorIfPathMissing: true})
 	require.NoError(t, err)
+	priority := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "podgroup-test-high"}, Value: 1000}
+	require.NoError(t, env.Client.Create(ctx, priority))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, priority) })
 
 	// Volcano.
 	w := testutil.TrainingJob("vc", ns).Workers(2).GPUs(2).Resources(corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
 	w.Spec.Scheduling.SchedulerName = "volcano"
+	w.Spec.Scheduling.PriorityClassName = priority.Name
 	job := create(t, w)
 	got := waitPods(t, job, 2, 0)
 	pg, err := podGroup(t, volcanoPG, ns, "vc-0")
@@ -74,6 +80,8 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 	assert.EqualValues(t, 2, minMember)
 	minRes, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources")
 	assert.Equal(t, map[string]string{"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": "4"}, minRes)
+	pc, _, _ := unstructured.NestedString(pg.Object, "spec", "priorityClassName")
+	assert.Equal(t, priority.Name, pc, "Volcano's PodGroup carries the priority class")
 	for _, p := range got {
 		assert.Equal(t, "vc-0", p.Annotations["scheduling.k8s.io/group-name"], p.Name)
 	}
@@ -97,13 +105,17 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 	// scheduler-plugins coscheduling, with a TensorFlow parameter server in the gang.
 	w = testutil.TrainingJob("cs", ns).Framework(mlv1.FrameworkTensorFlow).Workers(2).GPUs(0).ParameterServers(1)
 	w.Spec.Scheduling.SchedulerName = "scheduler-plugins-scheduler"
+	w.Spec.Scheduling.PriorityClassName = priority.Name
 	job = create(t, w)
 	testutil.Eventually(t, func() bool { return len(pods(t, job)) == 3 }, "2 workers and 1 ps")
 	pg, err = podGroup(t, coschedPG, ns, "cs-0")
 	require.NoError(t, err, "PodGroup cs-0")
 	minMember, _, _ = unstructured.NestedInt64(pg.Object, "spec", "minMember")
 	assert.EqualValues(t, 3, minMember, "ranks and parameter servers")
+	_, found, _ := unstructured.NestedFieldNoCopy(pg.Object, "spec", "priorityClassName")
+	assert.False(t, found, "scheduler-plugins' PodGroup has no priorityClassName (the pods carry it)")
 	for _, p := range pods(t, job) {
 		assert.Equal(t, "cs-0", p.Labels["scheduling.x-k8s.io/pod-group"], p.Name)
+		assert.Equal(t, priority.Name, p.Spec.PriorityClassName, p.Name)
 	}
 }

@@ -313,6 +313,19 @@ type scrapeEntry struct {
 	// The rate baseline of attempt baseAttempt, if set.
 	base        rateBaseline
 	baseAttempt int32
+	// pending is the last scrape's outcome until a status write carries it:
+	// a pass whose write is lost applies it again instead of scraping
+	// before the interval is up.
+	pending *scrapeResult
+}
+
+// scrapeResult is one scrape's outcome.
+type scrapeResult struct {
+	progress Progress
+	err      error
+	url      string
+	at       time.Time
+	attempt  int32
 }
 
 func newScrapeTracker() *scrapeTracker {
@@ -357,6 +370,33 @@ func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32,
 		t.entries[key] = e
 	}
 	return e.base
+}
+
+// pend keeps a scrape's outcome until a status write carries it.
+func (t *scrapeTracker) pend(key types.NamespacedName, res scrapeResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	e.pending = &res
+	t.entries[key] = e
+}
+
+// unwritten returns the last scrape's outcome if no status write has
+// carried it yet, and nil otherwise.
+func (t *scrapeTracker) unwritten(key types.NamespacedName) *scrapeResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.entries[key].pending
+}
+
+// written notes that the job's status now carries the last scrape.
+func (t *scrapeTracker) written(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.entries[key]; ok && e.pending != nil {
+		e.pending = nil
+		t.entries[key] = e
+	}
 }
 
 // forget drops a job's entry.

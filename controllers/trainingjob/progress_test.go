@@ -141,3 +141,28 @@ func TestScrapeTrackerRateLimitsAndBacksOff(t *testing.T) {
 		t.Errorf("forgotten job not due")
 	}
 }
+
+// A scrape stays pending until a status write carries it.
+func TestScrapeTrackerPendingUntilWritten(t *testing.T) {
+	tr := newScrapeTracker()
+	key := types.NamespacedName{Namespace: "a", Name: "b"}
+	if tr.unwritten(key) != nil {
+		t.Fatal("pending before any scrape")
+	}
+	tr.written(key) // no entry: nothing to do
+	tr.record(key, t0, true, 15*time.Second, 5*time.Minute)
+	tr.pend(key, scrapeResult{url: "http://x/metrics", at: t0, attempt: 2})
+	if res := tr.unwritten(key); res == nil || res.attempt != 2 || !res.at.Equal(t0) {
+		t.Fatalf("pending scrape %+v", res)
+	}
+	if ok, _ := tr.due(key, t0.Add(time.Second)); ok {
+		t.Error("pending a write does not make a scrape due")
+	}
+	tr.written(key)
+	if tr.unwritten(key) != nil {
+		t.Error("still pending after the write")
+	}
+	if ok, at := tr.due(key, t0.Add(time.Second)); ok || !at.Equal(t0.Add(15*time.Second)) {
+		t.Error("the write moved the next scrape")
+	}
+}

@@ -248,7 +248,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 			}
 		}
 	}
-	if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	if p.DeletionTimestamp != nil && !isTerminal(p) {
 		// The operator deletes pods of the current attempt only after moving
 		// to a new attempt, so this deletion came from someone else.
 		return ReasonPodDeleted, fmt.Sprintf("%s is being deleted", who), true
@@ -348,6 +348,11 @@ func describePod(p *corev1.Pod) string {
 
 // isPS reports a TensorFlow parameter-server pod.
 func isPS(p *corev1.Pod) bool { return p.Labels[mlv1.LabelReplicaType] == mlv1.ReplicaTypePS }
+
+// isTerminal reports whether the pod has finished (Succeeded or Failed).
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
 
 // rankOf is a pod's rank label (a parameter server's index), -1 when
 // missing or malformed.

@@ -39,14 +39,20 @@ func NewScheme() *runtime.Scheme {
 // only those, so memory does not grow with unrelated pods in the cluster.
 var managedSelector = labels.SelectorFromSet(labels.Set{mlv1.LabelManagedBy: mlv1.ManagedByValue})
 
-// New builds the manager with every controller and webhook registered.
-func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
+// clientConfig is a copy of cfg with the client rate limits of opts.
+func clientConfig(cfg *rest.Config, opts *Options) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = float32(opts.QPS)
 	cfg.Burst = opts.Burst
+	return cfg
+}
+
+// New builds the manager with every controller and webhook registered.
+func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
+	cfg = clientConfig(cfg, opts)
 
 	metricsOpts := metricsserver.Options{
-		BindAddress:   opts.MetricsAddr,
+		BindAddress:   opts.MetricsBindAddress(),
 		SecureServing: opts.MetricsSecure,
 		CertDir:       opts.MetricsCertDir,
 	}
@@ -55,6 +61,7 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 	}
 
 	narrow := cache.ByObject{Label: managedSelector}
+	narrowPods := cache.ByObject{Label: managedSelector, Transform: transformPod}
 	syncPeriod := opts.SyncPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        NewScheme(),
@@ -64,16 +71,22 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 positive(opts.LeaseDuration),
+		RenewDeadline:                 positive(opts.RenewDeadline),
+		RetryPeriod:                   positive(opts.RetryPeriod),
 		Controller:                    config.Controller{MaxConcurrentReconciles: opts.MaxConcurrentReconciles},
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    opts.WebhookHost,
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
 		}),
+		// Only the children this operator labels are cached, without their
+		// managedFields, and pods only with what the controllers read (cache.go).
 		Cache: cache.Options{
-			SyncPeriod: &syncPeriod,
+			SyncPeriod:       &syncPeriod,
+			DefaultTransform: transformObject,
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:                            narrow,
+				&corev1.Pod{}:                            narrowPods,
 				&corev1.Service{}:                        narrow,
 				&corev1.ConfigMap{}:                      narrow,
 				&corev1.PersistentVolumeClaim{}:          narrow,

@@ -7,13 +7,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap/zapcore"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // Options are the manager's command-line settings.
 type Options struct {
-	// MetricsAddr is where /metrics is served; "0" disables it.
+	// MetricsAddr is where /metrics is served; "0" disables it. Empty means
+	// the default for MetricsSecure: :8443 for HTTPS, :8080 for plain HTTP.
 	MetricsAddr string
 	// MetricsSecure serves metrics over HTTPS behind authentication and
 	// authorization (TokenReview/SubjectAccessReview).
@@ -29,6 +31,11 @@ type Options struct {
 	LeaderElectionID string
 	// LeaderElectionNamespace is the lease namespace; the pod's own when empty.
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod time leader election. A
+	// standby takes over at most about LeaseDuration + 2 x RetryPeriod x 1.2
+	// after the leader dies without releasing the lease (killed, node lost);
+	// the defaults keep that under 20 s (docs/chaos.md measures it).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// QPS and Burst bound the manager's API client.
 	QPS   float64
 	Burst int
@@ -57,11 +64,14 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		MetricsAddr:             ":8443",
+		MetricsAddr:             "",
 		MetricsSecure:           true,
 		ProbeAddr:               ":8081",
 		LeaderElect:             true,
 		LeaderElectionID:        "ml-operator.ml.example.com",
+		LeaseDuration:           10 * time.Second,
+		RenewDeadline:           8 * time.Second,
+		RetryPeriod:             2 * time.Second,
 		QPS:                     50,
 		Burst:                   100,
 		MaxConcurrentReconciles: 10,
@@ -71,6 +81,19 @@ func NewOptions() *Options {
 		DefaultImages:           DefaultFrameworkImages(),
 		SyncPeriod:              10 * time.Hour,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
+	}
+}
+
+// MetricsBindAddress is where the metrics server listens: MetricsAddr when
+// set, else :8443 for HTTPS and :8080 for plain HTTP.
+func (o *Options) MetricsBindAddress() string {
+	switch {
+	case o.MetricsAddr != "":
+		return o.MetricsAddr
+	case o.MetricsSecure:
+		return ":8443"
+	default:
+		return ":8080"
 	}
 }
 
@@ -85,10 +108,18 @@ func DefaultFrameworkImages() map[string]string {
 	}
 }
 
+// positive is d, or nil (controller-runtime's default) when d is not set.
+func positive(d time.Duration) *time.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return &d
+}
+
 // BindFlags registers the options on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr,
-		"Address of the metrics endpoint (:8443 for HTTPS, :8080 with --metrics-secure=false; 0 disables it).")
+		"Address of the metrics endpoint; empty means :8443 with --metrics-secure (the default) and :8080 with --metrics-secure=false; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
 		"Serve metrics over HTTPS with authentication and authorization. With false, plain HTTP (use :8080).")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-path", o.MetricsCertDir, "Directory with tls.crt and tls.key for the metrics server.")
@@ -96,6 +127,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Enable leader election, so only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the lease (the pod's own when empty).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration,
+		"How long a standby waits after the last renewal before it takes the lease of a leader that died.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline,
+		"How long the leader keeps retrying a failing renewal before it gives up leadership (and exits); less than the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "Time between leader-election attempts and renewals.")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Client queries per second to the API server.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Client burst to the API server.")
 	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", o.MaxConcurrentReconciles, "Concurrent reconciles per controller.")
@@ -110,7 +146,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.zap.BindFlags(fs)
 }
 
-// Logger returns the zap logger (JSON in production, console with --zap-devel) behind logr.
+// Logger returns a zap logger (JSON in production, console with --zap-devel,
+// as the --zap-* flags say) behind logr, through zapr.
 func (o *Options) Logger() logr.Logger {
-	return ctrlzap.New(ctrlzap.UseFlagOptions(&o.zap))
+	return zapr.NewLogger(ctrlzap.NewRaw(ctrlzap.UseFlagOptions(&o.zap)))
 }

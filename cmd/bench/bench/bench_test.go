@@ -86,11 +86,11 @@ func TestNodesHaveRoomForThePods(t *testing.T) {
 	if n := Nodes(4000, 0); len(n) != 41 || n[0].GPUs != 0 {
 		t.Errorf("4000 CPU workers: %d nodes (GPUs %d), want 41 CPU nodes", len(n), n[0].GPUs)
 	}
-	if n := Nodes(800, 1); len(n) != 100 || n[0].GPUs != 8 {
-		t.Errorf("800 one-GPU workers: %d nodes, want 100 of 8 GPUs", len(n))
+	if n := Nodes(800, 1); len(n) != 101 || n[0].GPUs != 8 || n[99].GPUs != 8 || n[100].GPUs != 0 {
+		t.Errorf("800 one-GPU workers: %d nodes, want 100 of 8 GPUs and a CPU node for the model servers", len(n))
 	}
-	if n := Nodes(10, 3); len(n) != 5 {
-		t.Errorf("10 three-GPU workers: %d nodes, want 5 (2 per node)", len(n))
+	if n := Nodes(10, 3); len(n) != 6 {
+		t.Errorf("10 three-GPU workers: %d nodes, want 5 GPU nodes (2 workers each) and a CPU node", len(n))
 	}
 }
 
@@ -106,5 +106,32 @@ func TestSourceOfAttributesRequests(t *testing.T) {
 		if got := sourceOf(k); got != want {
 			t.Errorf("sourceOf(%s) = %q, want %q", k, got, want)
 		}
+	}
+}
+
+func TestPhaseIsTheDifferenceOfTwoSnapshots(t *testing.T) {
+	mf, err := parseMetrics([]byte(apiserverText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sumHistogram(mf, "apiserver_admission_webhook_admission_duration_seconds", nil)
+	before := phaseSnapshot{managerCPU: 1, apiserverCPU: 10}
+	after := phaseSnapshot{at: before.at.Add(30e9), admission: h, server: h, managerCPU: 3.5, apiserverCPU: 16}
+	p := phase("burst", before, after)
+	if p.Seconds != 30 || p.Admissions != 200 || p.ServerCalls != 200 {
+		t.Errorf("phase = %+v, want 30 s and 200 calls each", p)
+	}
+	if math.Abs(p.APIServerP50Ms-5) > 1e-9 || p.APIServerP99Ms != 25 {
+		t.Errorf("apiserver p50/p99 = %v/%v ms, want 5/25", p.APIServerP50Ms, p.APIServerP99Ms)
+	}
+	if p.ManagerCPUSeconds != 2.5 || p.APIServerCPUSeconds != 6 {
+		t.Errorf("CPU = %v/%v s, want 2.5/6", p.ManagerCPUSeconds, p.APIServerCPUSeconds)
+	}
+	empty := phase("quiet", before, before)
+	if !math.IsNaN(empty.ServerP99Ms) {
+		t.Errorf("p99 of no calls = %v, want NaN", empty.ServerP99Ms)
+	}
+	if _, err := empty.MarshalJSON(); err != nil {
+		t.Errorf("a phase without calls does not marshal: %v", err)
 	}
 }

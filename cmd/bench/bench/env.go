@@ -59,7 +59,8 @@ type EnvOptions struct {
 	// Pods is the number of worker pods the nodes must have room for.
 	Pods int
 	// GPUsPerWorker decides the node shape: 0 gives CPU nodes (100 pods
-	// each), otherwise GPU nodes with 8 GPUs each.
+	// each), otherwise GPU nodes with 8 GPUs each and one CPU node for the
+	// model servers.
 	GPUsPerWorker int
 	// QPS and Burst are the manager's client limits.
 	QPS   float64
@@ -77,7 +78,9 @@ func Nodes(pods, gpusPerWorker int) []cluster.NodeSpec {
 		for i := range (pods + perNode - 1) / perNode {
 			nodes = append(nodes, cluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
 		}
-		return nodes
+		// The GPU nodes are tainted: the latency scenario's model servers
+		// (no GPU, no toleration) need a CPU node.
+		return append(nodes, cluster.CPUNode("cpu-node-0"))
 	}
 	// 110 pods per node is the kubelet's default; keep some headroom for
 	// the model servers and the latency jobs.

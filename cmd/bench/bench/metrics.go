@@ -54,13 +54,26 @@ func (e *Env) ManagerMetrics(ctx context.Context) (map[string]*dto.MetricFamily,
 type Memory struct {
 	RSSBytes  int64 `json:"rssBytes"`
 	HeapBytes int64 `json:"heapAllocBytes"`
+	// RSSAnonBytes and RSSFileBytes split the RSS (RssAnon, RssFile in
+	// /proc/<pid>/status): anonymous memory (the Go heap, stacks, runtime)
+	// and the pages of the binary and other files that are mapped in.
+	RSSAnonBytes int64 `json:"rssAnonBytes,omitempty"`
+	RSSFileBytes int64 `json:"rssFileBytes,omitempty"`
+	// HeapInuseBytes and GoSysBytes are go_memstats_heap_inuse_bytes and
+	// go_memstats_sys_bytes (everything the Go runtime got from the OS).
+	HeapInuseBytes int64 `json:"heapInuseBytes,omitempty"`
+	GoSysBytes     int64 `json:"goSysBytes,omitempty"`
 }
 
-// ManagerMemory reads VmRSS from /proc and go_memstats_heap_alloc_bytes.
+// ManagerMemory reads VmRSS, RssAnon and RssFile from /proc and the Go
+// runtime's memstats from the manager's /metrics.
 func (e *Env) ManagerMemory(ctx context.Context) (Memory, error) {
-	rss, err := readRSS(e.ManagerPID)
+	status, err := readStatus(e.ManagerPID)
 	if err != nil {
 		return Memory{}, err
+	}
+	if _, ok := status["VmRSS"]; !ok {
+		return Memory{}, fmt.Errorf("no VmRSS in /proc/%d/status", e.ManagerPID)
 	}
 	mf, err := e.ManagerMetrics(ctx)
 	if err != nil {
@@ -70,23 +83,35 @@ func (e *Env) ManagerMemory(ctx context.Context) (Memory, error) {
 	if heap == nil || len(heap.Metric) == 0 {
 		return Memory{}, fmt.Errorf("the manager exports no go_memstats_heap_alloc_bytes")
 	}
-	return Memory{RSSBytes: rss, HeapBytes: int64(heap.Metric[0].GetGauge().GetValue())}, nil
+	return Memory{
+		RSSBytes: status["VmRSS"], RSSAnonBytes: status["RssAnon"], RSSFileBytes: status["RssFile"],
+		HeapBytes:      int64(heap.Metric[0].GetGauge().GetValue()),
+		HeapInuseBytes: int64(gauge(mf, "go_memstats_heap_inuse_bytes")),
+		GoSysBytes:     int64(gauge(mf, "go_memstats_sys_bytes")),
+	}, nil
 }
 
-func readRSS(pid int) (int64, error) {
+// readStatus reads the "<name>: <n> kB" lines of /proc/<pid>/status, in bytes.
+func readStatus(pid int) (map[string]int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer f.Close()
+	out := map[string]int64{}
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024, err
+		k, v, ok := strings.Cut(s.Text(), ":")
+		v = strings.TrimSpace(v)
+		if !ok || !strings.HasSuffix(v, " kB") {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+		if err == nil {
+			out[k] = kb * 1024
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return out, s.Err()
 }
 
 func label(m *dto.Metric, name string) string {

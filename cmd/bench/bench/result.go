@@ -31,6 +31,8 @@ type Result struct {
 	Cost     *Cost          `json:"apiCost,omitempty"`
 	Memory   []MemoryLevel  `json:"memory,omitempty"`
 	Restart  []RestartRun   `json:"restart,omitempty"`
+	// Phases break the control plane's work down by scenario.
+	Phases []Phase `json:"phases,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -71,6 +73,10 @@ type Latency struct {
 	Resume       []float64 `json:"resumeToPodsMs"`
 	NumWorkers   []float64 `json:"numWorkersToNewGangMs"`
 	Weights      []float64 `json:"weightToHTTPRouteMs"`
+	// PatchCalls is how long each suspend, resume and numWorkers patch took
+	// to return (the API server and the admission webhooks): the part of
+	// those latencies that is not the operator's.
+	PatchCalls []float64 `json:"patchCallMs,omitempty"`
 }
 
 // WebhookLatency is from apiserver_admission_webhook_admission_duration_seconds
@@ -179,6 +185,13 @@ func spread(s Summary, unit string, digits int) string {
 	return fmt.Sprintf(f+" %s ("+f+" – "+f+", n=%d)", s.Median, unit, s.Min, s.Max, s.N)
 }
 
+func msOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
 func pcts(xs []float64) string {
 	s := Summarize(xs)
 	if s.N == 0 {
@@ -232,6 +245,9 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tresume -> pods back\t%s\n", pcts(l.Resume))
 		fmt.Fprintf(tw, "\tnumWorkers+1 -> new gang's pods\t%s\n", pcts(l.NumWorkers))
 		fmt.Fprintf(tw, "\tMD weight -> HTTPRoute\t%s\n", pcts(l.Weights))
+		if len(l.PatchCalls) > 0 {
+			fmt.Fprintf(tw, "\tthe suspend/resume/numWorkers patch call itself\t%s\n", pcts(l.PatchCalls))
+		}
 	}
 	if r.Webhook.Admissions > 0 {
 		fmt.Fprintf(tw, "webhook admission (apiserver histogram)\tp50 / p99\t%.1f ms / %.1f ms (%d calls)\n",
@@ -261,6 +277,28 @@ func (r *Result) PrintTable(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "manager memory at %d worker pods\tRSS / Go heap\t%s / %s\n", m.Pods,
 			spread(Summarize(rss), "MB", 1), spread(Summarize(heap), "MB", 1))
+		if x := m.Readings[len(m.Readings)-1]; x.RSSAnonBytes > 0 {
+			fmt.Fprintf(tw, "\tlast reading: RSS anon / file; Go heap in use / Go sys\t%.1f / %.1f MB; %.1f / %.1f MB\n",
+				float64(x.RSSAnonBytes)/1e6, float64(x.RSSFileBytes)/1e6, float64(x.HeapInuseBytes)/1e6, float64(x.GoSysBytes)/1e6)
+		}
+	}
+	for _, p := range r.Phases {
+		if p.Admissions == 0 && p.ServerCalls == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "webhooks during %s (%.0f s, load %.1f)\tapiserver p50 / p99; handler p50 / p99\t%s / %s (%d calls); %s / %s (%d calls); CPU s manager %.1f, apiserver %.1f\n",
+			p.Name, p.Seconds, p.LoadAverage, msOrDash(p.APIServerP50Ms), msOrDash(p.APIServerP99Ms), p.Admissions,
+			msOrDash(p.ServerP50Ms), msOrDash(p.ServerP99Ms), p.ServerCalls, p.ManagerCPUSeconds, p.APIServerCPUSeconds)
+		fmt.Fprintf(tw, "\t  TrainingJob work queue: wait p50 / p99; reconcile p50 / p99\t%s / %s; %s / %s (%d passes)\n",
+			msOrDash(p.QueueWaitP50Ms), msOrDash(p.QueueWaitP99Ms), msOrDash(p.ReconcileP50Ms), msOrDash(p.ReconcileP99Ms), p.Reconciles)
+		paths := make([]string, 0, len(p.ServerCallsByPath))
+		for path := range p.ServerCallsByPath {
+			paths = append(paths, path)
+		}
+		sort.Strings(paths)
+		for _, path := range paths {
+			fmt.Fprintf(tw, "\t  handler calls %s\t%d\n", path, p.ServerCallsByPath[path])
+		}
 	}
 	for _, x := range r.Restart {
 		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",

@@ -79,6 +79,8 @@ type run struct {
 	cfg     Config
 	tracker *Tracker
 	log     io.Writer
+	// patchCalls are the durations of patchJob's API calls, in milliseconds.
+	patchCalls []float64
 }
 
 // Run measures every scenario not skipped on a running Env.
@@ -98,17 +100,20 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 		return nil, err
 	}
 	if !cfg.Skip["cost"] {
-		if res.Cost, err = r.cost(ctx); err != nil {
+		err := r.measured(ctx, res, "cost", func() (err error) { res.Cost, err = r.cost(ctx); return err })
+		if err != nil {
 			return res, fmt.Errorf("API cost: %w", err)
 		}
 	}
 	if !cfg.Skip["memory"] {
-		if res.Memory, err = r.memory(ctx); err != nil {
+		err := r.measured(ctx, res, "memory", func() (err error) { res.Memory, err = r.memory(ctx); return err })
+		if err != nil {
 			return res, fmt.Errorf("memory: %w", err)
 		}
 	}
 	if !cfg.Skip["restart"] {
-		if res.Restart, err = r.restart(ctx); err != nil {
+		err := r.measured(ctx, res, "restart", func() (err error) { res.Restart, err = r.restart(ctx); return err })
+		if err != nil {
 			return res, fmt.Errorf("restart: %w", err)
 		}
 	}
@@ -130,6 +135,23 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil
+}
+
+// measured runs one scenario and records its Phase.
+func (r *run) measured(ctx context.Context, res *Result, name string, scenario func() error) error {
+	before, err := r.env.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := scenario(); err != nil {
+		return err
+	}
+	after, err := r.env.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	res.Phases = append(res.Phases, phase(name, before, after))
+	return nil
 }
 
 // newNamespace creates ns and waits for its default ServiceAccount.
@@ -233,6 +255,10 @@ func (r *run) burst(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
+		snapBefore, err := r.env.snapshot(ctx)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := r.createJobs(ctx, ns, "job", 0, r.cfg.Jobs, r.cfg.Ranks, nil); err != nil {
 			return err
@@ -259,6 +285,11 @@ func (r *run) burst(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
+		snapAfter, err := r.env.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		res.Phases = append(res.Phases, phase(fmt.Sprintf("burst-%d (create -> all Running)", rep), snapBefore, snapAfter))
 		b.ManagerRequests = map[string]float64{}
 		prev := clientRequests(mgrBefore)
 		for k, v := range clientRequests(mgrAfter) {
@@ -271,11 +302,10 @@ func (r *run) burst(ctx context.Context, res *Result) error {
 			rep, r.cfg.Jobs, r.cfg.Ranks, b.PodsSeconds, b.PodsPerSecond, b.RunningSeconds)
 
 		if rep == r.cfg.Repeats-1 && !r.cfg.Skip["latency"] {
-			lat, err := r.latency(ctx)
+			err := r.measured(ctx, res, "latency (cluster loaded)", func() (err error) { res.Latency, err = r.latency(ctx); return err })
 			if err != nil {
 				return fmt.Errorf("latency: %w", err)
 			}
-			res.Latency = lat
 		}
 		if err := r.cleanup(ctx, ns); err != nil {
 			return err
@@ -398,6 +428,7 @@ func (r *run) latency(ctx context.Context) (*Latency, error) {
 		}
 		lat.NumWorkers = append(lat.NumWorkers, d)
 	}
+	lat.PatchCalls, r.patchCalls = r.patchCalls, nil
 	r.logf("latency: %d samples each of create, suspend, resume and numWorkers", r.cfg.LatencySamples)
 	if err := r.weights(ctx, ns, lat); err != nil {
 		return nil, err
@@ -418,6 +449,7 @@ func (r *run) patchJob(ctx context.Context, ns, name string, change func(*mlv1.T
 	if err := r.env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
 		return 0, err
 	}
+	r.patchCalls = append(r.patchCalls, ms(time.Since(start)))
 	at, err := waitUntil(ctx, time.Minute, "the change to "+name+" to reach its pods", done)
 	if err != nil {
 		n, attempt := r.tracker.JobPods(ns, name)

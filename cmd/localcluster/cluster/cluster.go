@@ -51,6 +51,10 @@ type Options struct {
 	Nodes []NodeSpec
 	// Log receives progress messages and kwokctl's output (io.Discard when nil).
 	Log io.Writer
+	// AuditPolicy, when set, is the kube-apiserver audit policy file; the
+	// audit log is then <workdir>/clusters/<name>/logs/audit.log (the chaos
+	// suite reads who deleted a pod from it).
+	AuditPolicy string
 }
 
 // Cluster is a running local cluster.
@@ -99,7 +103,11 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 
 	fmt.Fprintf(opts.Log, "Starting kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from %s\n", opts.BinDir)
 	b := opts.BinDir
-	if err := c.kwokctl(ctx, "create", "cluster",
+	var audit []string
+	if opts.AuditPolicy != "" {
+		audit = []string{"--kube-audit-policy", opts.AuditPolicy}
+	}
+	if err := c.kwokctl(ctx, append([]string{"create", "cluster",
 		"--name", opts.Name,
 		"--runtime", "binary",
 		"--kube-apiserver-binary", filepath.Join(b, "kube-apiserver"),
@@ -117,7 +125,7 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		"--extra-args", "kube-controller-manager=leader-elect=false",
 		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
-	); err != nil {
+	}, audit...)...); err != nil {
 		return nil, fmt.Errorf("kwokctl create cluster: %w", err)
 	}
 

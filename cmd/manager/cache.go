@@ -1,0 +1,69 @@
+package manager
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// The informer cache holds every object the controllers watch for as long as
+// it exists, so what it keeps of each object is the manager's memory. Two
+// transforms run on each object before it is stored (and indexed):
+//
+//   - every kind loses metadata.managedFields, which neither controller reads
+//     and which is about half of a worker pod as the API server sends it
+//     (the kubelet's, the scheduler's and the operator's field sets). Update
+//     and Patch stay safe: the API server keeps the stored managedFields
+//     when a write leaves them out.
+//   - a pod keeps only what the controllers read from it (trimPod).
+var (
+	stripManagedFields = cache.TransformStripManagedFields()
+)
+
+// transformObject is the cache's DefaultTransform.
+func transformObject(obj any) (any, error) {
+	return stripManagedFields(obj)
+}
+
+// transformPod is the cache's transform for Pods.
+func transformPod(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return trimPod(pod), nil
+	}
+	// A tombstone (DeletedFinalStateUnknown) or anything else passes as is.
+	return obj, nil
+}
+
+// trimPod keeps the parts of a pod the controllers read from the cache, and
+// drops the rest of the spec (volumes, mounts, probes, security contexts,
+// tolerations, affinity, ports, commands), which they only ever write:
+//
+//   - all metadata but managedFields: names, labels (rank, attempt, job,
+//     version), annotations, owner references, UID, creation and deletion
+//     timestamps;
+//   - spec.nodeName (the node-loss check and the node index);
+//   - per container: name, image, resources (the job's allocated GPUs) and
+//     env (the TrainingJob controller reads back the NUM_WORKERS and
+//     TF_CONFIG a gang was created with, to see a rescale);
+//   - the whole status (phase, reason, message, conditions, container
+//     states and exit codes, pod IP for the progress scrape).
+//
+// A cached pod is never written back (pods are only created and deleted),
+// so nothing dropped here can be lost on the API server.
+func trimPod(pod *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status}
+	out.Spec.NodeName = pod.Spec.NodeName
+	out.Spec.Containers = make([]corev1.Container, 0, len(pod.Spec.Containers))
+	for _, c := range pod.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
+			Name: c.Name, Image: c.Image, Resources: c.Resources, Env: c.Env,
+		})
+	}
+	return out
+}
+
+var _ toolscache.TransformFunc = transformPod

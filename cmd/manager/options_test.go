@@ -1,0 +1,72 @@
+package manager
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+)
+
+// logLine parses args into fresh options, logs one line with their logger
+// and returns what it wrote.
+func logLine(t *testing.T, args ...string) string {
+	t.Helper()
+	o := NewOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	o.BindFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	var buf bytes.Buffer
+	o.zap.DestWriter = &buf
+	o.Logger().WithName("setup").Info("starting manager", "qps", 50)
+	return strings.TrimSpace(buf.String())
+}
+
+// Production logs are JSON objects (zap through zapr), one per line;
+// --zap-devel switches to zap's human-readable console encoder.
+func TestLoggerIsJSONUnlessDevel(t *testing.T) {
+	var entry map[string]any
+	line := logLine(t)
+	require.NoError(t, json.Unmarshal([]byte(line), &entry), "production log line is not JSON: %s", line)
+	assert.Equal(t, "starting manager", entry["msg"])
+	assert.Equal(t, "setup", entry["logger"])
+	assert.Equal(t, "info", entry["level"])
+	assert.EqualValues(t, 50, entry["qps"])
+	assert.Contains(t, entry, "ts")
+
+	line = logLine(t, "--zap-devel")
+	assert.Error(t, json.Unmarshal([]byte(line), &entry), "development log line is JSON: %s", line)
+	assert.Contains(t, line, "INFO")
+	assert.Contains(t, line, "setup")
+	assert.Contains(t, line, "starting manager")
+	assert.Contains(t, line, `{"qps": 50}`)
+}
+
+// The manager's client talks to the API server at 50 QPS with a burst of
+// 100 by default, and at what --kube-api-qps and --kube-api-burst say.
+func TestClientRateLimits(t *testing.T) {
+	in := &rest.Config{Host: "https://example:6443", QPS: 5, Burst: 10}
+	for _, c := range []struct {
+		args  []string
+		qps   float32
+		burst int
+	}{
+		{nil, 50, 100},
+		{[]string{"--kube-api-qps=7.5", "--kube-api-burst=15"}, 7.5, 15},
+	} {
+		o := NewOptions()
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		o.BindFlags(fs)
+		require.NoError(t, fs.Parse(c.args))
+		got := clientConfig(in, o)
+		assert.Equal(t, c.qps, got.QPS, "qps with %v", c.args)
+		assert.Equal(t, c.burst, got.Burst, "burst with %v", c.args)
+		assert.Equal(t, in.Host, got.Host)
+	}
+	assert.Equal(t, float32(5), in.QPS, "the caller's config is left alone")
+	assert.Equal(t, 10, NewOptions().MaxConcurrentReconciles, "concurrent reconciles per controller")
+}

@@ -86,7 +86,9 @@ func TestTorchrunFormsGroupFromOperatorEnv(t *testing.T) {
 // TF_CONFIG has the shape tf.distribute's TFConfigClusterResolver documents:
 // {"cluster": {"worker": ["host:port", ...], "ps": [...]}, "task": {"type":
 // "worker", "index": i}}, where cluster[task.type][task.index] is the task's
-// own address. See https://www.tensorflow.org/guide/distributed_training#setting_up_the_tf_config_environment_variable
+// own address. With parameter servers rank 0 is the one "chief" task (the
+// coordinator ParameterServerStrategy needs) and the other ranks are the
+// workers. See https://www.tensorflow.org/guide/distributed_training#setting_up_the_tf_config_environment_variable
 func TestTFConfigMatchesTensorFlowClusterSpec(t *testing.T) {
 	for _, ps := range []int32{0, 2} {
 		job := testutil.TrainingJob("tf", "ml-team").Framework(mlv1.FrameworkTensorFlow).Workers(3).GPUs(0).
@@ -116,7 +118,17 @@ func TestTFConfigMatchesTensorFlowClusterSpec(t *testing.T) {
 			for jobName := range cfg.Cluster {
 				assert.Contains(t, []string{"chief", "worker", "ps", "evaluator"}, jobName, "unknown TF job name")
 			}
-			require.Len(t, cfg.Cluster["worker"], 3)
+			wantType, wantIndex, workers := "worker", int(rank), 3
+			if ps > 0 {
+				require.Len(t, cfg.Cluster["chief"], 1)
+				wantType, wantIndex, workers = "worker", int(rank)-1, 2
+				if rank == 0 {
+					wantType, wantIndex = "chief", 0
+				}
+			} else {
+				require.NotContains(t, cfg.Cluster, "chief")
+			}
+			require.Len(t, cfg.Cluster["worker"], workers)
 			require.Len(t, cfg.Cluster["ps"], int(ps))
 			seen := map[string]bool{}
 			for name, addrs := range cfg.Cluster {
@@ -130,8 +142,8 @@ func TestTFConfigMatchesTensorFlowClusterSpec(t *testing.T) {
 					assert.True(t, strings.HasSuffix(host, ".tf-workers.ml-team.svc"), "%s is not a stable DNS name", host)
 				}
 			}
-			assert.Equal(t, "worker", cfg.Task.Type)
-			assert.Equal(t, int(rank), cfg.Task.Index)
+			assert.Equal(t, wantType, cfg.Task.Type)
+			assert.Equal(t, wantIndex, cfg.Task.Index)
 			own := cfg.Cluster[cfg.Task.Type][cfg.Task.Index]
 			assert.True(t, strings.HasPrefix(own, pod.Spec.Hostname+"."+pod.Spec.Subdomain+"."), "task address %s is not this pod (%s)", own, pod.Name)
 		}

@@ -49,8 +49,8 @@ func parseManagerArgs(t *testing.T, c corev1.Container) *manager.Options {
 // checkManagerOptions checks the settings both install paths rely on.
 func checkManagerOptions(t *testing.T, c corev1.Container, opts *manager.Options) {
 	t.Helper()
-	if opts.MetricsAddr != ":8443" || !opts.MetricsSecure {
-		t.Errorf("metrics on %q secure=%v, want HTTPS on :8443", opts.MetricsAddr, opts.MetricsSecure)
+	if opts.MetricsBindAddress() != ":8443" || !opts.MetricsSecure {
+		t.Errorf("metrics on %q secure=%v, want HTTPS on :8443", opts.MetricsBindAddress(), opts.MetricsSecure)
 	}
 	if opts.ProbeAddr != ":8081" || !opts.LeaderElect || !opts.EnableWebhooks {
 		t.Errorf("probes %q, leader election %v, webhooks %v", opts.ProbeAddr, opts.LeaderElect, opts.EnableWebhooks)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,12 +38,36 @@ func newJobReconciler(t *testing.T, funcs interceptor.Funcs) *trainingjob.Reconc
 // decides by (backoffs, grace periods).
 func newJobReconcilerWithClock(t *testing.T, funcs interceptor.Funcs) (*trainingjob.Reconciler, *clocktesting.FakeClock) {
 	t.Helper()
+	r, clk, _ := newJobReconcilerWithRecorder(t, funcs)
+	return r, clk
+}
+
+// newJobReconcilerWithRecorder also returns the recorder of its events.
+func newJobReconcilerWithRecorder(t *testing.T, funcs interceptor.Funcs) (*trainingjob.Reconciler, *clocktesting.FakeClock, *events.FakeRecorder) {
+	t.Helper()
 	base := directClient(t)
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-	return trainingjob.NewReconciler(interceptor.NewClient(base, funcs), base, events.NewFakeRecorder(1000), trainingjob.Config{
+	rec := events.NewFakeRecorder(1000)
+	return trainingjob.NewReconciler(interceptor.NewClient(base, funcs), base, rec, trainingjob.Config{
 		DefaultImages: imgs,
 		Clock:         clk,
-	}), clk
+	}), clk, rec
+}
+
+// eventReasons counts the reasons of the events rec has recorded so far
+// ("<type> <reason> <note>" each).
+func eventReasons(rec *events.FakeRecorder) map[string]int {
+	n := map[string]int{}
+	for {
+		select {
+		case e := <-rec.Events:
+			if f := strings.Fields(e); len(f) > 1 {
+				n[f[1]]++
+			}
+		default:
+			return n
+		}
+	}
 }
 
 func getJob(t *testing.T, key client.ObjectKey) *mlv1.TrainingJob {
@@ -92,11 +117,15 @@ func requireNeverFailed(t *testing.T, job *mlv1.TrainingJob) {
 // the reconciler still takes the job from new to Running: every status
 // transition lands, no rank gets a second pod, nothing is counted as a
 // restart or a failure.
+//
+// Events are emitted only after the status write that records what they
+// say has landed: a pass whose write is lost emits nothing, so each event
+// is recorded once however many passes were redone.
 func TestTrainingJobStatusWritesSurviveConflicts(t *testing.T) {
 	ns := testutil.Namespace(t, k8s)
 	key := client.ObjectKey{Namespace: ns, Name: "conflicted"}
 	writes, conflicts := 0, 0
-	r := newJobReconciler(t, interceptor.Funcs{
+	r, _, rec := newJobReconcilerWithRecorder(t, interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			writes++
 			if sub == "status" && writes%2 == 1 {
@@ -116,9 +145,7 @@ func TestTrainingJobStatusWritesSurviveConflicts(t *testing.T) {
 		states[job.Status.State] = true
 		if job.Status.State == mlv1.StateInitializing {
 			// envtest has no kubelet: the pods run when the test says so.
-			for _, name := range jobPods(t, key) {
-				require.NoError(t, testutil.SetPodPhase(ctx, k8s, ns, name, corev1.PodRunning, testutil.WithPodIP("10.0.0.1")))
-			}
+			setPods(t, key, corev1.PodRunning, testutil.WithPodIP("10.0.0.1"))
 		}
 		return job.Status.State == mlv1.StateRunning
 	})
@@ -130,6 +157,8 @@ func TestTrainingJobStatusWritesSurviveConflicts(t *testing.T) {
 	assert.Equal(t, int32(2), job.Status.Workers.Active)
 	assert.Equal(t, job.Generation, job.Status.ObservedGeneration)
 	assert.GreaterOrEqual(t, conflicts, 3, "conflicts met (a write per state)")
+	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 1, "Running": 1}, eventReasons(rec),
+		"each event once, after its status write landed")
 }
 
 // A rank failure under the same conflicts (every other status write is
@@ -151,7 +180,7 @@ func gangRestartUnderConflicts(t *testing.T, parity int) {
 	ns := testutil.Namespace(t, k8s)
 	key := client.ObjectKey{Namespace: ns, Name: "restart"}
 	writes, conflicts := 0, 0
-	r, clk := newJobReconcilerWithClock(t, interceptor.Funcs{
+	r, clk, rec := newJobReconcilerWithRecorder(t, interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			writes++
 			if writes%2 == parity {
@@ -165,11 +194,7 @@ func gangRestartUnderConflicts(t *testing.T, parity int) {
 		},
 	})
 	require.NoError(t, k8s.Create(ctx, testutil.TrainingJob(key.Name, ns).Workers(2).GPUs(0).BackoffLimit(3).Obj()))
-	runPods := func() {
-		for _, name := range jobPods(t, key) {
-			require.NoError(t, testutil.SetPodPhase(ctx, k8s, ns, name, corev1.PodRunning, testutil.WithPodIP("10.0.0.1")))
-		}
-	}
+	runPods := func() { setPods(t, key, corev1.PodRunning, testutil.WithPodIP("10.0.0.1")) }
 	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
 		if job.Status.State == mlv1.StateInitializing {
 			runPods()
@@ -204,6 +229,8 @@ func gangRestartUnderConflicts(t *testing.T, parity int) {
 		assert.Equal(t, "1", p.Labels[mlv1.LabelRestartAttempt], "pod %s", p.Name)
 	}
 	assert.GreaterOrEqual(t, conflicts, 4, "conflicts met")
+	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 2, "Running": 2, trainingjob.ReasonWorkerFailed: 1}, eventReasons(rec),
+		"one restart event, and each attempt's events once")
 }
 
 // Transient errors on pod creation (503, 429, 504, 500, timeouts) end the
@@ -325,4 +352,56 @@ func bump(t *testing.T, obj client.Object) {
 	ann["reliability.example.com/bumped"] = time.Now().Format(time.RFC3339Nano)
 	cur.SetAnnotations(ann)
 	require.NoError(t, k8s.Update(ctx, cur))
+}
+
+// countingScraper serves a fixed progress and counts the scrapes.
+type countingScraper struct {
+	epoch float64
+	calls int
+}
+
+func (s *countingScraper) Scrape(context.Context, string) (trainingjob.Progress, error) {
+	s.calls++
+	epoch, total := s.epoch, 10.0
+	return trainingjob.Progress{Epoch: &epoch, TotalEpochs: &total}, nil
+}
+
+// A scrape whose status write is lost to conflicts is applied again by the
+// following passes, not scraped again: rank 0 is read at most once per
+// interval however many writes fail, and the progress still lands.
+func TestProgressScrapeSurvivesLostStatusWrites(t *testing.T) {
+	ns := testutil.Namespace(t, k8s)
+	key := client.ObjectKey{Namespace: ns, Name: "scraped"}
+	conflictsLeft := 0
+	base := directClient(t)
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	scraper := &countingScraper{epoch: 3}
+	r := trainingjob.NewReconciler(interceptor.NewClient(base, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if conflictsLeft > 0 {
+				conflictsLeft--
+				bump(t, obj)
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}), base, events.NewFakeRecorder(1000), trainingjob.Config{DefaultImages: imgs, Clock: clk, Scraper: scraper})
+	require.NoError(t, k8s.Create(ctx, testutil.TrainingJob(key.Name, ns).Workers(2).GPUs(0).Obj()))
+	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
+		if job.Status.State == mlv1.StateInitializing {
+			setPods(t, key, corev1.PodRunning, testutil.WithPodIP("10.0.0.1"))
+		}
+		return job.Status.CurrentEpoch == 3
+	})
+	require.Equal(t, 1, scraper.calls)
+
+	clk.Step(15 * time.Second) // the next scrape is due
+	scraper.epoch, conflictsLeft = 5, 3
+	passes := 0
+	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
+		passes++
+		return job.Status.CurrentEpoch == 5
+	})
+	assert.Equal(t, 4, passes, "three lost writes, then the fourth lands")
+	assert.Equal(t, 2, scraper.calls, "one scrape per interval, lost writes or not")
+	assert.Equal(t, "50%", getJob(t, key).Status.Progress)
 }

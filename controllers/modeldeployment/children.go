@@ -120,7 +120,7 @@ func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
 func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 	md, spec, obs, router := s.md, &s.md.Spec, s.obs, s.router
 	cm := desiredConfigMap(md)
-	if _, err := r.applyChild(ctx, cm, &corev1.ConfigMap{}, func(a map[string]string) { cm.WithAnnotations(a) }); err != nil {
+	if _, err := r.applyChild(ctx, md, cm, &corev1.ConfigMap{}, func(a map[string]string) { cm.WithAnnotations(a) }); err != nil {
 		return fmt.Errorf("applying ConfigMap: %w", err)
 	}
 	minReplicas := max(1, spec.Scaling.MinReplicas)
@@ -128,7 +128,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 	for i, v := range spec.Versions {
 		if spec.Storage != nil {
 			pvc := desiredModelCacheClaim(md, v.Name, obs.claims[v.Name])
-			if _, err := r.applyChild(ctx, pvc, &corev1.PersistentVolumeClaim{}, func(a map[string]string) { pvc.WithAnnotations(a) }); err != nil {
+			if _, err := r.applyChild(ctx, md, pvc, &corev1.PersistentVolumeClaim{}, func(a map[string]string) { pvc.WithAnnotations(a) }); err != nil {
 				return fmt.Errorf("applying model cache PVC of version %s: %w", v.Name, err)
 			}
 		}
@@ -153,7 +153,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		if err != nil {
 			return err
 		}
-		applied, err := r.applyChild(ctx, d, &appsv1.Deployment{}, func(a map[string]string) { d.WithAnnotations(a) })
+		applied, err := r.applyChild(ctx, md, d, &appsv1.Deployment{}, func(a map[string]string) { d.WithAnnotations(a) })
 		if err != nil {
 			return fmt.Errorf("applying Deployment of version %s: %w", v.Name, err)
 		}
@@ -166,7 +166,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			s.results[i].desired = *d.Spec.Replicas
 		}
 		svc := desiredVersionService(md, v.Name)
-		if _, err := r.applyChild(ctx, svc, &corev1.Service{}, func(a map[string]string) { svc.WithAnnotations(a) }); err != nil {
+		if _, err := r.applyChild(ctx, md, svc, &corev1.Service{}, func(a map[string]string) { svc.WithAnnotations(a) }); err != nil {
 			return fmt.Errorf("applying Service of version %s: %w", v.Name, err)
 		}
 		if sizedToZero {
@@ -184,12 +184,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		if err != nil {
 			return err
 		}
-		if _, err := r.applyChild(ctx, hpa, &autoscalingv2.HorizontalPodAutoscaler{}, func(a map[string]string) { hpa.WithAnnotations(a) }); err != nil {
+		if _, err := r.applyChild(ctx, md, hpa, &autoscalingv2.HorizontalPodAutoscaler{}, func(a map[string]string) { hpa.WithAnnotations(a) }); err != nil {
 			return fmt.Errorf("applying HPA of version %s: %w", v.Name, err)
 		}
 	}
 	stable := desiredStableService(md)
-	if _, err := r.applyChild(ctx, stable, &corev1.Service{}, func(a map[string]string) { stable.WithAnnotations(a) }); err != nil {
+	if _, err := r.applyChild(ctx, md, stable, &corev1.Service{}, func(a map[string]string) { stable.WithAnnotations(a) }); err != nil {
 		return fmt.Errorf("applying stable Service: %w", err)
 	}
 
@@ -236,11 +236,13 @@ type appliable interface {
 
 // applyChild server-side-applies ac unless the live object (read into live,
 // from the cache in the manager) already carries the hash of this exact
-// apply configuration. A pass runs on every health interval; re-sending
-// unchanged children would spend the client's rate budget on no-op writes.
-// Edits others make to fields the operator owns are corrected on the next
-// change of the ModelDeployment. annotate adds the hash to ac.
-func (r *Reconciler) applyChild(ctx context.Context, ac appliable, live client.Object, annotate func(map[string]string)) (bool, error) {
+// apply configuration and nobody has changed it since the operator applied
+// it (appliedRecords). A pass runs on every health interval; re-sending
+// unchanged children would spend the client's rate budget on no-op writes,
+// while an edit others make to a child (its generation or resourceVersion
+// moves, and the watch on children starts a pass) is corrected at once.
+// annotate adds the hash to ac.
+func (r *Reconciler) applyChild(ctx context.Context, md *mlv1.ModelDeployment, ac appliable, live client.Object, annotate func(map[string]string)) (bool, error) {
 	data, err := json.Marshal(ac)
 	if err != nil {
 		return false, err
@@ -248,15 +250,21 @@ func (r *Reconciler) applyChild(ctx context.Context, ac appliable, live client.O
 	h := fnv.New64a()
 	_, _ = h.Write(data)
 	hash := fmt.Sprintf("%016x", h.Sum64())
+	owner := client.ObjectKeyFromObject(md)
 	key := client.ObjectKey{Namespace: ptr.Deref(ac.GetNamespace(), ""), Name: ptr.Deref(ac.GetName(), "")}
 	switch err := r.Client.Get(ctx, key, live); {
-	case err == nil && live.GetAnnotations()[AnnotationApplyHash] == hash:
+	case err == nil && live.GetAnnotations()[AnnotationApplyHash] == hash && r.applied.unchanged(owner, live, hash):
 		return false, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, err
 	}
 	annotate(map[string]string{AnnotationApplyHash: hash})
-	return true, r.apply(ctx, ac)
+	if err := r.apply(ctx, ac); err != nil {
+		return true, err
+	}
+	// client.Apply decodes the API server's answer into ac.
+	r.applied.record(owner, ac, live, hash)
+	return true, nil
 }
 
 // toUnstructured turns an apply configuration into an unstructured object, so

@@ -44,6 +44,9 @@ type Reconciler struct {
 	Routers *RouterDetector
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
 	Metrics MetricsSource
+
+	// applied detects children changed behind the operator's back.
+	applied appliedRecords
 }
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=modeldeployments,verbs=get;list;watch;update;patch
@@ -65,6 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, md); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
+			r.applied.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -73,6 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Owner references let the garbage collector remove the children;
 		// retained PVCs have none and stay.
 		forgetMetrics(md.Namespace, md.Name)
+		r.applied.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 

@@ -794,11 +794,13 @@ func TestIstioWithNothingReadyRoutesAsRequested(t *testing.T) {
 
 // A pass with nothing changed re-sends no cached child (only the router,
 // which is not cached); a change re-sends exactly the children it affects.
-func TestUnchangedChildrenAreNotReapplied(t *testing.T) {
-	h := newHarness(t)
+// recordApplies makes h's reconciler note every apply it sends, as
+// Kind/name, in the returned slice.
+func recordApplies(t *testing.T, h *harness) *[]string {
+	t.Helper()
 	base, err := client.NewWithWatch(restCfg, client.Options{Scheme: h.r.Client.Scheme()})
 	require.NoError(t, err)
-	var applied []string
+	applied := &[]string{}
 	h.r.Client = interceptor.NewClient(base, interceptor.Funcs{
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			data, _ := json.Marshal(obj)
@@ -809,31 +811,105 @@ func TestUnchangedChildrenAreNotReapplied(t *testing.T) {
 				} `json:"metadata"`
 			}
 			_ = json.Unmarshal(data, &meta)
-			applied = append(applied, meta.Kind+"/"+meta.Metadata.Name)
+			*applied = append(*applied, meta.Kind+"/"+meta.Metadata.Name)
 			return c.Apply(ctx, obj, opts...)
 		},
 	})
+	return applied
+}
+
+func TestUnchangedChildrenAreNotReapplied(t *testing.T) {
+	h := newHarness(t)
+	applied := recordApplies(t, h)
 	h.create(testutil.ModelDeployment("quiet", "").Router(mlv1.RouterGatewayAPI).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
 	h.reconcile("quiet")
-	assert.Len(t, applied, 9, "first pass applies everything: %v", applied)
+	assert.Len(t, *applied, 9, "first pass applies everything: %v", *applied)
 
-	applied = nil
+	*applied = nil
 	h.clock.Step(30 * time.Second)
 	h.reconcile("quiet")
-	assert.Equal(t, []string{"HTTPRoute/quiet"}, applied)
+	assert.Equal(t, []string{"HTTPRoute/quiet"}, *applied)
 
-	applied = nil
+	*applied = nil
 	h.update("quiet", func(md *mlv1.ModelDeployment) { md.Spec.Versions[1].Image = "example.com/server:2" })
 	h.reconcile("quiet")
-	assert.Equal(t, []string{"Deployment/quiet-v2", "HTTPRoute/quiet"}, applied)
+	assert.Equal(t, []string{"Deployment/quiet-v2", "HTTPRoute/quiet"}, *applied)
 
 	// A child deleted behind the operator's back comes back.
-	applied = nil
+	*applied = nil
 	require.NoError(t, k8s.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "quiet-v1", Namespace: h.ns}}))
 	h.reconcile("quiet")
-	assert.Equal(t, []string{"Service/quiet-v1", "HTTPRoute/quiet"}, applied)
+	assert.Equal(t, []string{"Service/quiet-v1", "HTTPRoute/quiet"}, *applied)
 	get(t, h.ns, "quiet-v1", &corev1.Service{})
+}
+
+// A child someone else edits (kubectl edit, another controller) is applied
+// again on the next pass and gets the operator's fields back; status
+// written by the Deployment and HPA controllers is not mistaken for an edit.
+func TestChildrenEditedByOthersAreCorrected(t *testing.T) {
+	h := newHarness(t)
+	applied := recordApplies(t, h)
+	h.create(testutil.ModelDeployment("drift", "").Router(mlv1.RouterGatewayAPI).Config("batch_size", "32").
+		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
+	h.reconcile("drift")
+	ctx := context.Background()
+	image := h.deployment("drift-v1").Spec.Template.Spec.Containers[0].Image
+
+	// Status writes, as the Deployment and HPA controllers make them.
+	h.setReady("drift-v1", 1)
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	get(t, h.ns, "drift-v2", hpa)
+	hpa.Status.CurrentReplicas = 3
+	hpa.Status.DesiredReplicas = 3
+	require.NoError(t, k8s.Status().Update(ctx, hpa))
+	*applied = nil
+	h.reconcile("drift")
+	assert.Equal(t, []string{"HTTPRoute/drift"}, *applied, "status writes are not edits")
+
+	// Edits of fields the operator owns, by another field manager.
+	d := h.deployment("drift-v1")
+	d.Spec.Template.Spec.Containers[0].Image = "example.com/someone-else:1"
+	require.NoError(t, k8s.Update(ctx, d, client.FieldOwner("kubectl-edit")))
+	get(t, h.ns, "drift-v2", hpa)
+	hpa.Spec.MaxReplicas = 99
+	require.NoError(t, k8s.Update(ctx, hpa, client.FieldOwner("kubectl-edit")))
+	cm := &corev1.ConfigMap{}
+	get(t, h.ns, "drift-model-config", cm)
+	cm.Data["batch_size"] = "1"
+	require.NoError(t, k8s.Update(ctx, cm, client.FieldOwner("kubectl-edit")))
+	svc := &corev1.Service{}
+	get(t, h.ns, "drift", svc)
+	svc.Spec.Selector[mlv1.LabelModelDeployment] = "elsewhere"
+	require.NoError(t, k8s.Update(ctx, svc, client.FieldOwner("kubectl-edit")))
+	stableSelector := func() map[string]string {
+		s := &corev1.Service{}
+		get(t, h.ns, "drift", s)
+		return s.Spec.Selector
+	}
+
+	*applied = nil
+	h.reconcile("drift")
+	assert.ElementsMatch(t, []string{"ConfigMap/drift-model-config", "Deployment/drift-v1", "HorizontalPodAutoscaler/drift-v2",
+		"Service/drift", "HTTPRoute/drift"}, *applied)
+	assert.Equal(t, image, h.deployment("drift-v1").Spec.Template.Spec.Containers[0].Image)
+	get(t, h.ns, "drift-v2", hpa)
+	assert.NotEqual(t, int32(99), hpa.Spec.MaxReplicas)
+	get(t, h.ns, "drift-model-config", cm)
+	assert.Equal(t, "32", cm.Data["batch_size"])
+	assert.Equal(t, "drift", stableSelector()[mlv1.LabelModelDeployment])
+
+	// Corrected, they are left alone again.
+	*applied = nil
+	h.reconcile("drift")
+	assert.Equal(t, []string{"HTTPRoute/drift"}, *applied)
+
+	// A manager that restarts remembers nothing: its first pass applies
+	// every child once (which corrects edits made while it was down).
+	h.r = &mdctrl.Reconciler{Client: h.r.Client, Recorder: h.r.Recorder, Clock: h.r.Clock, Routers: h.r.Routers}
+	*applied = nil
+	h.reconcile("drift")
+	assert.Len(t, *applied, 9, "%v", *applied)
 }
 
 // Under router service a removed version drains by scaling to zero: no

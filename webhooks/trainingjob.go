@@ -71,6 +71,11 @@ func (w *TrainingJobWebhook) Default(ctx context.Context, job *mlv1.TrainingJob)
 		}
 	}
 	zeros := explicitZeros(ctx, trainingJobZeroDefaulted)
+	if requestVersion(ctx) == v1alpha1 {
+		if req, err := admission.RequestFromContext(ctx); err == nil {
+			zeros = append(zeros, v1alpha1Zeros(req.Object.Raw)...)
+		}
+	}
 	DefaultTrainingJob(job, old, w.DefaultImages)
 	return w.admitAsRequested(ctx, old, job, zeros...)
 }

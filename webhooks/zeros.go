@@ -45,17 +45,39 @@ var modelDeploymentZeroDefaulted = []zeroDefaulted{
 	{path: []string{"spec", "rollout", "progressDeadlineSeconds"}, min: 1},
 }
 
+// v1alpha1ZeroDefaulted are the fields of trainingJobZeroDefaulted that a
+// v1alpha1 request can set (workers, checkpointInterval), by their v1 paths.
+// The v1alpha1 schema defaults both to 1 when the request is decoded, before
+// the request is converted to v1 for the webhooks, so a 0 that reaches the
+// webhook in a v1alpha1 request was written by the user, although the
+// conversion (which drops v1's empty numbers) makes it look missing.
+var v1alpha1ZeroDefaulted = trainingJobZeroDefaulted[:2]
+
 // explicitZeros refuses each field of fields that the admission request in
-// ctx sets to the number 0. A v1alpha1 request reaches the webhook converted
-// to v1, where a 0 and a missing field look the same, so only what v1 users
-// wrote is seen (docs/admission.md, known limitations). Outside a request
-// (unit tests) it finds nothing.
+// ctx sets to the number 0. Outside a request (unit tests) it finds nothing.
 func explicitZeros(ctx context.Context, fields []zeroDefaulted) field.ErrorList {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || len(req.Object.Raw) == 0 {
 		return nil
 	}
 	return zerosIn(req.Object.Raw, fields)
+}
+
+// v1alpha1Zeros refuses the v1alpha1ZeroDefaulted fields that a v1alpha1
+// request, converted to v1 (raw), leaves 0 or out.
+func v1alpha1Zeros(raw []byte) field.ErrorList {
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, f := range v1alpha1ZeroDefaulted {
+		v, found, _ := unstructured.NestedFieldNoCopy(obj, f.path...)
+		if n, isNumber := v.(float64); !found || (isNumber && n == 0) {
+			errs = append(errs, field.Invalid(field.NewPath(f.path[0], f.path[1:]...), 0, f.message()))
+		}
+	}
+	return errs
 }
 
 // zerosIn is explicitZeros on the object's JSON.

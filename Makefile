@@ -3,7 +3,7 @@
 # Everything is built from the Go module proxy into bin/; nothing is
 # downloaded from anywhere else. Run `make help` for the targets.
 
-VERSION ?= 0.1.0
+VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/ml-operator/ml-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)

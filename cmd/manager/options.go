@@ -4,6 +4,7 @@ package manager
 
 import (
 	"flag"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -144,6 +145,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
 	o.zap.BindFlags(fs)
+	// controller-runtime's help text gives its own default (epoch); this
+	// manager starts from ISO 8601 times.
+	if f := fs.Lookup("zap-time-encoding"); f != nil {
+		f.DefValue = "iso8601"
+		f.Usage = strings.Replace(f.Usage, "Defaults to 'epoch'.", "Defaults to 'iso8601'.", 1)
+	}
 }
 
 // Logger returns a zap logger (JSON in production, console with --zap-devel,

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,9 @@ func TestLoggerIsJSONUnlessDevel(t *testing.T) {
 	assert.Equal(t, "setup", entry["logger"])
 	assert.Equal(t, "info", entry["level"])
 	assert.EqualValues(t, 50, entry["qps"])
-	assert.Contains(t, entry, "ts")
+	ts, _ := entry["ts"].(string)
+	_, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts)
+	assert.NoError(t, err, "production timestamps are ISO 8601 (the documented --zap-time-encoding default): %v", entry["ts"])
 
 	line = logLine(t, "--zap-devel")
 	assert.Error(t, json.Unmarshal([]byte(line), &entry), "development log line is JSON: %s", line)

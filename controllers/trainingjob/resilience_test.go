@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -223,6 +224,13 @@ func TestRescale(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client)
 	job := create(t, testutil.TrainingJob("scale", ns).Workers(2).GPUs(0).Framework(mlv1.FrameworkTensorFlow))
 	runGang(t, job, 2, 0)
+	// Rank 0 reported a checkpoint (as a scrape records it): the re-formed
+	// gang resumes from it.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := get(t, job)
+		j.Status.LastCheckpoint = &mlv1.CheckpointStatus{Epoch: 5, Path: "/checkpoints/epoch-5"}
+		return env.Client.Status().Update(ctx, j)
+	}))
 
 	update(t, job, func(j *mlv1.TrainingJob) { j.Spec.NumWorkers = 4 })
 	got := waitPods(t, job, 4, 1)
@@ -235,6 +243,7 @@ func TestRescale(t *testing.T) {
 		assert.Equal(t, "4", e["WORLD_SIZE"])
 		assert.Equal(t, "4", e["NUM_WORKERS"])
 		assert.Contains(t, e["TF_CONFIG"], "scale-worker-3.scale-workers")
+		assert.Equal(t, "/checkpoints/epoch-5", e["RESUME_FROM_CHECKPOINT"], p.Name)
 	}
 	runGang(t, job, 4, 1)
 

@@ -493,6 +493,51 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 
 // With autoRollback off, a failing version only loses its traffic while it
 // is not Ready; nothing is rolled back.
+// A canary whose latency exceeds rollout.maxLatencyMs is rolled back (with
+// autoRollback on, the default): traffic to the stable version, the failed
+// version recorded with reason Latency at the pass's time, RolledBack=True.
+func TestLatencySpikeRollsBack(t *testing.T) {
+	srv := promServer(t, func(q string) (float64, bool) {
+		canary := strings.Contains(q, `pod=~"lag-v2-`)
+		switch {
+		case strings.Contains(q, "http_request_duration_seconds") && canary:
+			return 900, true
+		case strings.Contains(q, "http_request_duration_seconds"):
+			return 40, true
+		case strings.Contains(q, `code=~"5.."`):
+			return 0, true
+		default:
+			return 5, true
+		}
+	})
+	h := newHarness(t)
+	src, err := mdctrl.NewPrometheusSource(srv.URL)
+	require.NoError(t, err)
+	h.r.Metrics = src
+	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).
+		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
+	h.reconcile("lag")
+	h.setReady("lag-v1", 1)
+	h.setReady("lag-v2", 1)
+	h.clock.Step(7 * time.Second)
+	passTime := h.clock.Now()
+	h.reconcile("lag")
+
+	md := h.md("lag")
+	require.Len(t, md.Status.FailedVersions, 1)
+	failed := md.Status.FailedVersions[0]
+	assert.Equal(t, "v2", failed.Name)
+	assert.Equal(t, mdctrl.ReasonLatency, failed.Reason)
+	assert.Contains(t, failed.Message, "average latency 900.0ms is above rollout.maxLatencyMs 500")
+	assert.True(t, failed.Time.Time.Equal(passTime), "rolled back at %v, the pass ran at %v", failed.Time, passTime)
+	assert.Equal(t, map[string]int32{"lag-v1": 100, "lag-v2": 0}, h.routeWeights("lag"))
+	rolledBack, reason := condStatus(md, mlv1.ModelDeploymentRolledBack)
+	assert.Equal(t, metav1.ConditionTrue, rolledBack)
+	assert.Equal(t, mdctrl.ReasonLatency, reason)
+	assert.True(t, hasEvent(h.events(), "Warning RolledBack", "version v2 rolled back to v1 (Latency)"))
+	assert.Equal(t, int32(20), *md.Spec.Versions[1].Weight, "the spec is left alone")
+}
+
 func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 	srv := promServer(t, func(q string) (float64, bool) {
 		switch {

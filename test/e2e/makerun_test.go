@@ -20,6 +20,103 @@ import (
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
+// makeRun is a `make run` started on a machine whose kubeconfig reaches no
+// cluster, in a process group of its own, as a terminal would run it.
+type makeRun struct {
+	cmd        *exec.Cmd
+	flags      string   // LOCALCLUSTER_FLAGS=..., for make run-down
+	env        []string // the environment without a reachable cluster
+	workdir    string
+	kubeconfig string   // from the export line
+	out        []string // stdout up to the end of the banner
+	logs       *bytes.Buffer
+	exited     chan error
+}
+
+// startMakeRun starts `make run` for a local cluster called name and waits
+// for its banner: the export KUBECONFIG line and how to apply the samples.
+// Whatever happens, the cluster is torn down when the test ends.
+func startMakeRun(t *testing.T, name string) *makeRun {
+	t.Helper()
+	root := testutil.RepoRoot()
+	bin := filepath.Join(root, "bin")
+	m := &makeRun{workdir: t.TempDir(), logs: &bytes.Buffer{}, exited: make(chan error, 1)}
+	m.flags = fmt.Sprintf("LOCALCLUSTER_FLAGS=--name %s --workdir %s --bin %s --manager %s",
+		name, m.workdir, bin, filepath.Join(bin, "manager"))
+	m.env = append(os.Environ(), "KUBECONFIG="+filepath.Join(m.workdir, "no-such-kubeconfig"))
+
+	m.cmd = exec.Command("make", "--no-print-directory", "run", m.flags)
+	m.cmd.Dir, m.cmd.Env = root, m.env
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	m.cmd.Stderr = m.logs
+	stdout, err := m.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, m.cmd.Start())
+	printed := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			printed <- sc.Text()
+		}
+		close(printed)
+		m.exited <- m.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		// Whatever happened, leave no cluster behind.
+		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
+		m.runDown()
+		if t.Failed() {
+			t.Logf("make run's stderr:\n%s", m.logs.String())
+		}
+	})
+
+	deadline := time.After(5 * time.Minute)
+	for m.kubeconfig == "" {
+		select {
+		case line, ok := <-printed:
+			require.True(t, ok, "make run ended before printing the export line:\n%s", strings.Join(m.out, "\n"))
+			m.out = append(m.out, line)
+			if k, found := strings.CutPrefix(line, "export KUBECONFIG="); found {
+				m.kubeconfig = k
+			}
+		case <-deadline:
+			t.Fatalf("no export line within 5 minutes; stdout so far:\n%s", strings.Join(m.out, "\n"))
+		}
+	}
+	// The rest of the banner: how to apply the samples.
+	for len(m.out) < 200 && !strings.Contains(strings.Join(m.out, "\n"), "make run-down") {
+		line, ok := <-printed
+		require.True(t, ok)
+		m.out = append(m.out, line)
+	}
+	return m
+}
+
+// runDown runs `make run-down` for m's cluster and returns its output.
+func (m *makeRun) runDown() ([]byte, error) {
+	down := exec.Command("make", "--no-print-directory", "run-down", m.flags)
+	down.Dir, down.Env = testutil.RepoRoot(), m.env
+	return down.CombinedOutput()
+}
+
+// assertTornDown waits for make run to end after a teardown and checks that
+// nothing of the cluster is left: its directory, its processes.
+func (m *makeRun) assertTornDown(t *testing.T, name string, exitedCleanly bool) {
+	t.Helper()
+	select {
+	case err := <-m.exited:
+		if exitedCleanly {
+			assert.NoError(t, err, "make run ends cleanly")
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("make run still running 2 minutes after the teardown")
+	}
+	assert.Contains(t, m.logs.String(), "Tearing down the local cluster")
+	_, err := os.Stat(filepath.Join(m.workdir, "clusters", name))
+	assert.True(t, os.IsNotExist(err), "the cluster's directory is gone: %v", err)
+	assert.Empty(t, processesMentioning(t, m.workdir), "no process of the local cluster or its manager is left")
+}
+
 // `make run` on a machine whose kubeconfig reaches no cluster brings up a
 // local cluster of its own with the simulated GPU and CPU nodes, installs the
 // CRDs and the webhooks, runs the manager and prints an export KUBECONFIG
@@ -28,64 +125,11 @@ import (
 func TestMakeRunAndRunDown(t *testing.T) {
 	root := testutil.RepoRoot()
 	bin := filepath.Join(root, "bin")
-	workdir := t.TempDir()
-	flags := fmt.Sprintf("LOCALCLUSTER_FLAGS=--name makerun --workdir %s --bin %s --manager %s",
-		workdir, bin, filepath.Join(bin, "manager"))
-	noCluster := append(os.Environ(), "KUBECONFIG="+filepath.Join(workdir, "no-such-kubeconfig"))
-
-	run := exec.Command("make", "--no-print-directory", "run", flags)
-	run.Dir, run.Env = root, noCluster
-	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var logs bytes.Buffer
-	run.Stderr = &logs
-	stdout, err := run.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, run.Start())
-	exited := make(chan error, 1)
-	printed := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			printed <- sc.Text()
-		}
-		close(printed)
-		exited <- run.Wait()
-	}()
-	t.Cleanup(func() {
-		// Whatever happened, leave no cluster behind.
-		_ = syscall.Kill(-run.Process.Pid, syscall.SIGTERM)
-		down := exec.Command("make", "--no-print-directory", "run-down", flags)
-		down.Dir, down.Env = root, noCluster
-		_ = down.Run()
-		if t.Failed() {
-			t.Logf("make run's stderr:\n%s", logs.String())
-		}
-	})
-
-	var out []string
-	kubeconfig := ""
-	deadline := time.After(5 * time.Minute)
-	for kubeconfig == "" {
-		select {
-		case line, ok := <-printed:
-			require.True(t, ok, "make run ended before printing the export line:\n%s", strings.Join(out, "\n"))
-			out = append(out, line)
-			if k, found := strings.CutPrefix(line, "export KUBECONFIG="); found {
-				kubeconfig = k
-			}
-		case <-deadline:
-			t.Fatalf("no export line within 5 minutes; stdout so far:\n%s", strings.Join(out, "\n"))
-		}
-	}
+	m := startMakeRun(t, "makerun")
+	out, kubeconfig := m.out, m.kubeconfig
 	assert.Contains(t, strings.Join(out, "\n"), `Local cluster "makerun" is up: 4 GPU nodes (32 nvidia.com/gpu in all), 2 CPU nodes.`)
 	assert.Contains(t, strings.Join(out, "\n"), "webhooks: on, conversion webhook: on")
-	assert.Equal(t, filepath.Join(workdir, "kubeconfig"), kubeconfig)
-	// The rest of the banner: how to apply the samples.
-	for len(out) < 200 && !strings.Contains(strings.Join(out, "\n"), "make run-down") {
-		line, ok := <-printed
-		require.True(t, ok)
-		out = append(out, line)
-	}
+	assert.Equal(t, filepath.Join(m.workdir, "kubeconfig"), kubeconfig)
 	assert.Contains(t, strings.Join(out, "\n"), "kubectl apply -k config/samples")
 
 	// Ready means ready: the nodes are there and the webhooks answer.
@@ -109,21 +153,20 @@ func TestMakeRunAndRunDown(t *testing.T) {
 	// operator-sdk meaning: the manager runs on this machine against it.
 	runManagerAgainst(t, root, kubeconfig)
 
-	down := exec.Command("make", "--no-print-directory", "run-down", flags)
-	down.Dir, down.Env = root, noCluster
-	downOut, err := down.CombinedOutput()
+	downOut, err := m.runDown()
 	require.NoError(t, err, string(downOut))
 	assert.Contains(t, string(downOut), `Local cluster "makerun" deleted`)
-	select {
-	case err := <-exited:
-		assert.NoError(t, err, "make run ends cleanly after make run-down")
-	case <-time.After(2 * time.Minute):
-		t.Fatal("make run still running 2 minutes after make run-down")
-	}
-	assert.Contains(t, logs.String(), "Tearing down the local cluster")
-	_, err = os.Stat(filepath.Join(workdir, "clusters", "makerun"))
-	assert.True(t, os.IsNotExist(err), "the cluster's directory is gone: %v", err)
-	assert.Empty(t, processesMentioning(t, workdir), "no process of the local cluster or its manager is left")
+	m.assertTornDown(t, "makerun", true)
+}
+
+// Ctrl-C in the terminal running `make run` (SIGINT to its process group)
+// tears the local cluster and the manager down as make run-down does.
+func TestMakeRunCtrlCTearsDown(t *testing.T) {
+	m := startMakeRun(t, "ctrlc")
+	require.NoError(t, syscall.Kill(-m.cmd.Process.Pid, syscall.SIGINT))
+	// make reports the interrupt with a non-zero status of its own; what
+	// matters is that nothing is left behind.
+	m.assertTornDown(t, "ctrlc", false)
 }
 
 // runManagerAgainst runs `make run` with KUBECONFIG set to kubeconfig and

@@ -12,6 +12,9 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/operator-framework/api/pkg/validation"
 	"github.com/operator-framework/api/pkg/validation/errors"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
@@ -331,4 +334,82 @@ func TestBundleCRDsAreCurrent(t *testing.T) {
 			t.Errorf("bundle/manifests CRD %s differs from config/crd: run `make bundle VERSION=<current>` and `make catalog-add`", crd.Name)
 		}
 	}
+}
+
+// TestCSVPermissionsAreCurrent: the CSV grants the manager exactly what
+// config/default grants its service account (the roles generated from the
+// kubebuilder:rbac markers, plus leader election and metrics auth), so an
+// RBAC marker changed without `make bundle` fails here instead of failing
+// at install time on an OLM cluster.
+func TestCSVPermissionsAreCurrent(t *testing.T) {
+	objs := buildAndDecode(t, "config/default")
+	dep := onlyOne[*appsv1.Deployment](t, objs)
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	boundTo := func(subjects []rbacv1.Subject) bool {
+		for _, s := range subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa {
+				return true
+			}
+		}
+		return false
+	}
+	triples := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						out = append(out, g+"/"+res+":"+v)
+					}
+				}
+			}
+			for _, u := range r.NonResourceURLs {
+				for _, v := range r.Verbs {
+					out = append(out, u+":"+v)
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	clusterRoles := map[string][]rbacv1.PolicyRule{}
+	for _, cr := range typedOf[*rbacv1.ClusterRole](objs) {
+		clusterRoles[cr.Name] = cr.Rules
+	}
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, r := range typedOf[*rbacv1.Role](objs) {
+		roles[r.Name] = r.Rules
+	}
+	var wantCluster, wantNamespaced []rbacv1.PolicyRule
+	for _, b := range typedOf[*rbacv1.ClusterRoleBinding](objs) {
+		if boundTo(b.Subjects) {
+			wantCluster = append(wantCluster, clusterRoles[b.RoleRef.Name]...)
+		}
+	}
+	for _, b := range typedOf[*rbacv1.RoleBinding](objs) {
+		if boundTo(b.Subjects) {
+			wantNamespaced = append(wantNamespaced, roles[b.RoleRef.Name]...)
+		}
+	}
+	require.NotEmpty(t, wantCluster, "config/default binds no ClusterRole to %s", sa)
+
+	spec := loadBundle(t).CSV.Spec.InstallStrategy.StrategySpec
+	rulesOf := func(perms []operatorsv1alpha1.StrategyDeploymentPermissions) []rbacv1.PolicyRule {
+		var out []rbacv1.PolicyRule
+		for _, p := range perms {
+			out = append(out, p.Rules...)
+		}
+		return out
+	}
+	same := func(what string, want, got []string) {
+		t.Helper()
+		missing := slices.DeleteFunc(slices.Clone(want), func(x string) bool { return slices.Contains(got, x) })
+		extra := slices.DeleteFunc(slices.Clone(got), func(x string) bool { return slices.Contains(want, x) })
+		if len(missing)+len(extra) > 0 {
+			t.Errorf("CSV %s differ from what config/default grants %s (run `make bundle VERSION=<current>` and `make catalog-add`):\n  granted by config/default, not by the CSV: %v\n  granted by the CSV, not by config/default: %v",
+				what, sa, missing, extra)
+		}
+	}
+	same("clusterPermissions", triples(wantCluster), triples(rulesOf(spec.ClusterPermissions)))
+	same("permissions", triples(wantNamespaced), triples(rulesOf(spec.Permissions)))
 }

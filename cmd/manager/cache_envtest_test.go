@@ -1,0 +1,85 @@
+package manager_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/test/testutil"
+)
+
+// The manager's cache holds only the children this operator labels: a
+// cluster's other pods and ConfigMaps cost it no memory. Cached pods keep
+// what the controllers read and lose their managedFields.
+func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
+	env, err := testutil.StartEnv(testutil.EnvOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	ns := testutil.Namespace(t, env.Client)
+
+	managed := map[string]string{mlv1.LabelManagedBy: mlv1.ManagedByValue}
+	pod := func(name string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/c:1"}}},
+		}
+	}
+	for _, obj := range []client.Object{
+		pod("ours", managed), pod("theirs", map[string]string{"app": "other"}),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ours", Namespace: ns, Labels: managed}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns}},
+	} {
+		require.NoError(t, env.Client.Create(ctx, obj))
+	}
+
+	opts := manager.NewOptions()
+	opts.MetricsAddr = "0"
+	opts.ProbeAddr = "0"
+	opts.LeaderElect = false
+	opts.EnableWebhooks = false
+	mgr, err := manager.New(env.Config, opts)
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("manager did not stop")
+		}
+	})
+	require.True(t, mgr.GetCache().WaitForCacheSync(runCtx))
+	cached := mgr.GetCache()
+
+	for _, c := range []struct {
+		obj  client.Object
+		list client.ObjectList
+	}{{&corev1.Pod{}, &corev1.PodList{}}, {&corev1.ConfigMap{}, &corev1.ConfigMapList{}}} {
+		require.Eventually(t, func() bool {
+			return cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, c.obj) == nil
+		}, 20*time.Second, 50*time.Millisecond, "the labelled %T is cached", c.obj)
+		assert.Empty(t, c.obj.GetManagedFields(), "managedFields are not cached")
+		err := cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "theirs"}, c.obj)
+		assert.True(t, apierrors.IsNotFound(err), "an unlabelled %T is not cached: %v", c.obj, err)
+		require.NoError(t, cached.List(ctx, c.list, client.InNamespace(ns)))
+		items, err := meta.ExtractList(c.list)
+		require.NoError(t, err)
+		assert.Len(t, items, 1, "only the labelled %T is listed", c.obj)
+	}
+	p := &corev1.Pod{}
+	require.NoError(t, cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, p))
+	assert.Equal(t, "c", p.Spec.Containers[0].Name, "cached pods keep what the controllers read")
+}

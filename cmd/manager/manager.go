@@ -60,9 +60,6 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	narrow := cache.ByObject{Label: managedSelector}
-	narrowPods := cache.ByObject{Label: managedSelector, Transform: transformPod}
-	syncPeriod := opts.SyncPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        NewScheme(),
 		Metrics:                       metricsOpts,
@@ -80,20 +77,7 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 			Port:    opts.WebhookPort,
 			CertDir: opts.WebhookCertDir,
 		}),
-		// Only the children this operator labels are cached, without their
-		// managedFields, and pods only with what the controllers read (cache.go).
-		Cache: cache.Options{
-			SyncPeriod:       &syncPeriod,
-			DefaultTransform: transformObject,
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:                            narrowPods,
-				&corev1.Service{}:                        narrow,
-				&corev1.ConfigMap{}:                      narrow,
-				&corev1.PersistentVolumeClaim{}:          narrow,
-				&appsv1.Deployment{}:                     narrow,
-				&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
-			},
-		},
+		Cache: CacheOptions(opts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -123,6 +107,27 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("adding ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// CacheOptions are the manager's cache options: only the children this
+// operator labels are cached, without their managedFields, and pods only
+// with what the controllers read (cache.go).
+func CacheOptions(opts *Options) cache.Options {
+	narrow := cache.ByObject{Label: managedSelector}
+	narrowPods := cache.ByObject{Label: managedSelector, Transform: transformPod}
+	syncPeriod := opts.SyncPeriod
+	return cache.Options{
+		SyncPeriod:       &syncPeriod,
+		DefaultTransform: transformObject,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                            narrowPods,
+			&corev1.Service{}:                        narrow,
+			&corev1.ConfigMap{}:                      narrow,
+			&corev1.PersistentVolumeClaim{}:          narrow,
+			&appsv1.Deployment{}:                     narrow,
+			&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
+		},
+	}
 }
 
 // Run builds the manager and runs it until ctx is done.

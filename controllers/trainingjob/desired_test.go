@@ -2,6 +2,8 @@ package trainingjob
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -376,6 +378,21 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 		t.Errorf("pvc with retainOnDelete false mismatch (-want +got):\n%s", diff)
 	}
 
+	// checkpoint.storage's size, storage class and access modes win over
+	// the defaults (explicit RWO on a multi-rank job included).
+	job.Spec.NumWorkers = 4
+	job.Spec.Checkpoint.Storage.Size = ptr.To(resource.MustParse("250Gi"))
+	job.Spec.Checkpoint.Storage.StorageClassName = ptr.To("fast-nfs")
+	job.Spec.Checkpoint.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	wantPVC.Spec = corev1.PersistentVolumeClaimSpec{
+		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		StorageClassName: ptr.To("fast-nfs"),
+		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("250Gi")}},
+	}
+	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
+		t.Errorf("pvc with storage overrides mismatch (-want +got):\n%s", diff)
+	}
+
 	for name, mutate := range map[string]func(*mlv1.TrainingJob){
 		"existingClaim": func(j *mlv1.TrainingJob) { j.Spec.Checkpoint.Storage.ExistingClaim = "mine" },
 		"s3": func(j *mlv1.TrainingJob) {
@@ -440,5 +457,28 @@ func TestDesiredPSPod(t *testing.T) {
 	}
 	if cfg.Task != (TFTask{Type: "ps", Index: 1}) || len(cfg.Cluster["ps"]) != 2 || cfg.Cluster["ps"][1] != "bert-ps-1.bert-workers.team-a.svc:29500" {
 		t.Errorf("TF_CONFIG %+v", cfg)
+	}
+}
+
+// Every attempt is its own Kueue pod group: a restarted gang is admitted as
+// a new unit, never counted into the old attempt's group.
+func TestKueuePodGroupPerAttempt(t *testing.T) {
+	job := testJob(mlv1.FrameworkPyTorch)
+	job.Spec.Scheduling.QueueName = "team-q"
+	for _, attempt := range []int32{0, 1, 2} {
+		want := fmt.Sprintf("bert-%d", attempt)
+		for rank := range job.Spec.EffectiveNumWorkers() {
+			p := desiredWorkerPod(job, rank, attempt, &testCfg)
+			if p.Labels["kueue.x-k8s.io/queue-name"] != "team-q" || p.Labels["kueue.x-k8s.io/pod-group-name"] != want {
+				t.Errorf("attempt %d rank %d: labels %v, want queue team-q and group %s", attempt, rank, p.Labels, want)
+			}
+			if n := p.Annotations["kueue.x-k8s.io/pod-group-total-count"]; n != strconv.Itoa(int(job.Spec.EffectiveNumWorkers())) {
+				t.Errorf("attempt %d rank %d: group count %s", attempt, rank, n)
+			}
+		}
+	}
+	job.Spec.Scheduling.QueueName = ""
+	if p := desiredWorkerPod(job, 0, 0, &testCfg); p.Labels["kueue.x-k8s.io/pod-group-name"] != "" || p.Annotations["kueue.x-k8s.io/pod-group-total-count"] != "" {
+		t.Errorf("no queue, no Kueue pod group: %v %v", p.Labels, p.Annotations)
 	}
 }

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -259,6 +260,50 @@ func TestCSVALMExamples(t *testing.T) {
 			t.Errorf("alm-examples has no ml.example.com/v1 %s (got %v)", kind, kinds)
 		}
 	}
+
+	// They are config/samples, as `make bundle` renders them: a sample
+	// changed without regenerating the bundle fails here.
+	samplesDir := filepath.Join(testutil.RepoRoot(), "config", "samples")
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	raw, err := os.ReadFile(filepath.Join(samplesDir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &kust); err != nil {
+		t.Fatal(err)
+	}
+	samples := map[string]map[string]any{}
+	for _, f := range kust.Resources {
+		raw, err := os.ReadFile(filepath.Join(samplesDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(raw, &obj); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		samples[exampleKey(obj)] = obj
+	}
+	if len(examples) != len(samples) {
+		t.Errorf("alm-examples has %d objects, config/samples %d", len(examples), len(samples))
+	}
+	for _, e := range examples {
+		s, ok := samples[exampleKey(e)]
+		if !ok {
+			t.Errorf("alm-examples has %s, which config/samples does not", exampleKey(e))
+			continue
+		}
+		if !equality.Semantic.DeepEqual(e, s) {
+			t.Errorf("alm-examples' %s differs from config/samples: run `make bundle VERSION=<current>` and `make catalog-add`", exampleKey(e))
+		}
+	}
+}
+
+func exampleKey(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	return fmt.Sprintf("%v %v/%v", obj["apiVersion"], obj["kind"], meta["name"])
 }
 
 func TestScorecardConfigShips(t *testing.T) {

@@ -491,8 +491,6 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 	assert.Equal(t, int32(10), *md.Spec.Versions[1].Weight, "the spec is left alone")
 }
 
-// With autoRollback off, a failing version only loses its traffic while it
-// is not Ready; nothing is rolled back.
 // A canary whose latency exceeds rollout.maxLatencyMs is rolled back (with
 // autoRollback on, the default): traffic to the stable version, the failed
 // version recorded with reason Latency at the pass's time, RolledBack=True.
@@ -538,6 +536,8 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 	assert.Equal(t, int32(20), *md.Spec.Versions[1].Weight, "the spec is left alone")
 }
 
+// With autoRollback off, a failing version only loses its traffic while it
+// is not Ready; nothing is rolled back.
 func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 	srv := promServer(t, func(q string) (float64, bool) {
 		switch {

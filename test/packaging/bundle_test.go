@@ -398,25 +398,6 @@ func TestCSVPermissionsAreCurrent(t *testing.T) {
 		}
 		return false
 	}
-	triples := func(rules []rbacv1.PolicyRule) []string {
-		var out []string
-		for _, r := range rules {
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					for _, v := range r.Verbs {
-						out = append(out, g+"/"+res+":"+v)
-					}
-				}
-			}
-			for _, u := range r.NonResourceURLs {
-				for _, v := range r.Verbs {
-					out = append(out, u+":"+v)
-				}
-			}
-		}
-		slices.Sort(out)
-		return slices.Compact(out)
-	}
 	clusterRoles := map[string][]rbacv1.PolicyRule{}
 	for _, cr := range typedOf[*rbacv1.ClusterRole](objs) {
 		clusterRoles[cr.Name] = cr.Rules
@@ -455,6 +436,6 @@ func TestCSVPermissionsAreCurrent(t *testing.T) {
 				what, sa, missing, extra)
 		}
 	}
-	same("clusterPermissions", triples(wantCluster), triples(rulesOf(spec.ClusterPermissions)))
-	same("permissions", triples(wantNamespaced), triples(rulesOf(spec.Permissions)))
+	same("clusterPermissions", testutil.Grants(wantCluster), testutil.Grants(rulesOf(spec.ClusterPermissions)))
+	same("permissions", testutil.Grants(wantNamespaced), testutil.Grants(rulesOf(spec.Permissions)))
 }

@@ -96,32 +96,12 @@ func TestRBACHasNoWildcardsSecretsOrEscalation(t *testing.T) {
 	}
 
 	// The generated role reaches the CSV: each of its rules is granted there.
-	assert.Subset(t, flatten(roles["CSV clusterPermissions "+strategy.ClusterPermissions[0].ServiceAccountName]),
-		flatten(managerRoles[0].Rules), "the CSV does not grant what config/rbac/role.yaml says the manager needs")
+	assert.Subset(t, testutil.Grants(roles["CSV clusterPermissions "+strategy.ClusterPermissions[0].ServiceAccountName]),
+		testutil.Grants(managerRoles[0].Rules), "the CSV does not grant what config/rbac/role.yaml says the manager needs")
 
 	for name, rules := range roles {
 		assert.Emptyf(t, forbiddenGrants(rules), "%s", name)
 	}
-}
-
-// flatten lists a set of rules as group/resource:verb grants.
-func flatten(rules []rbacv1.PolicyRule) []string {
-	var out []string
-	for _, r := range rules {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					out = append(out, g+"/"+res+":"+v)
-				}
-			}
-		}
-		for _, u := range r.NonResourceURLs {
-			for _, v := range r.Verbs {
-				out = append(out, u+":"+v)
-			}
-		}
-	}
-	return out
 }
 
 // The check above fails on each thing it forbids (so a generated role that

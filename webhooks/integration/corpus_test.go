@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,26 +23,14 @@ func TestValidManifestsAreAccepted(t *testing.T) {
 	require.GreaterOrEqual(t, len(paths), 20)
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			ctx := context.Background()
-			data, err := os.ReadFile(path)
-			require.NoError(t, err)
-			objs, err := testutil.DecodeManifests(data)
-			require.NoError(t, err)
-			require.NotEmpty(t, objs)
-			w := &warnings{}
-			c := clientWithWarnings(t, w)
-			ns := testutil.Namespace(t, k8s)
-			for i, o := range objs {
-				o.SetNamespace(ns)
-				require.NoError(t, applyWith(ctx, c, o, "Strict"), "document %d", i)
-			}
-			for _, msg := range w.list() {
+			objs, warned := applyStrictly(t, path)
+			for _, msg := range warned {
 				assert.Equal(t, deprecatedV1alpha1, msg, "the only warning is v1alpha1's deprecation")
 			}
 			last := objs[len(objs)-1]
 			got := &unstructured.Unstructured{}
 			got.SetGroupVersionKind(last.GroupVersionKind())
-			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(last), got))
+			require.NoError(t, k8s.Get(context.Background(), client.ObjectKeyFromObject(last), got))
 			assert.Equal(t, last.GetName(), got.GetName())
 		})
 	}

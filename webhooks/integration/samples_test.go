@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
@@ -20,17 +21,27 @@ func TestSamplesAreAdmitted(t *testing.T) {
 	require.GreaterOrEqual(t, len(paths), 10)
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			objs, err := testutil.ReadManifests(path)
-			require.NoError(t, err)
-			require.NotEmpty(t, objs)
-			w := &warnings{}
-			c := clientWithWarnings(t, w)
-			ns := testutil.Namespace(t, k8s)
-			for i, o := range objs {
-				o.SetNamespace(ns)
-				require.NoError(t, applyWith(context.Background(), c, o, "Strict"), "document %d", i)
-			}
-			assert.Empty(t, w.list(), "warnings")
+			_, warned := applyStrictly(t, path)
+			assert.Empty(t, warned, "warnings")
 		})
 	}
+}
+
+// applyStrictly applies every document of the manifest file at path, in
+// order, into a fresh namespace under fieldValidation=Strict (kubectl's
+// default), requiring each to be accepted. It returns the objects applied
+// and the warnings the API server answered with.
+func applyStrictly(t *testing.T, path string) ([]*unstructured.Unstructured, []string) {
+	t.Helper()
+	objs, err := testutil.ReadManifests(path)
+	require.NoError(t, err)
+	require.NotEmpty(t, objs)
+	w := &warnings{}
+	c := clientWithWarnings(t, w)
+	ns := testutil.Namespace(t, k8s)
+	for i, o := range objs {
+		o.SetNamespace(ns)
+		require.NoError(t, applyWith(context.Background(), c, o, "Strict"), "document %d", i)
+	}
+	return objs, w.list()
 }

@@ -439,6 +439,15 @@ func promServer(t *testing.T, rules func(query string) (float64, bool)) *httptes
 	return srv
 }
 
+// withPrometheus makes h's reconciler read Prometheus from a server that
+// answers each query with rules (promServer).
+func (h *harness) withPrometheus(rules func(query string) (float64, bool)) {
+	h.t.Helper()
+	src, err := mdctrl.NewPrometheusSource(promServer(h.t, rules).URL)
+	require.NoError(h.t, err)
+	h.r.Metrics = src
+}
+
 func jsonNumber(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
@@ -447,7 +456,8 @@ func jsonNumber(f float64) string {
 // A canned Prometheus error spike on the canary rolls it back to the stable
 // version; status.metrics reports the traffic-weighted totals.
 func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
-	srv := promServer(t, func(q string) (float64, bool) {
+	h := newHarness(t)
+	h.withPrometheus(func(q string) (float64, bool) {
 		canary := strings.Contains(q, `pod=~"spike-v2-`)
 		switch {
 		case strings.Contains(q, "http_request_duration_seconds"):
@@ -462,10 +472,6 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 			return 90, true
 		}
 	})
-	h := newHarness(t)
-	src, err := mdctrl.NewPrometheusSource(srv.URL)
-	require.NoError(t, err)
-	h.r.Metrics = src
 	h.create(testutil.ModelDeployment("spike", "").Router(mlv1.RouterGatewayAPI).MaxErrorRate(0.05).
 		Version("v1", 90, "s3://m/v1").Version("v2", 10, "s3://m/v2").Obj())
 	h.reconcile("spike")
@@ -495,7 +501,8 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 // autoRollback on, the default): traffic to the stable version, the failed
 // version recorded with reason Latency at the pass's time, RolledBack=True.
 func TestLatencySpikeRollsBack(t *testing.T) {
-	srv := promServer(t, func(q string) (float64, bool) {
+	h := newHarness(t)
+	h.withPrometheus(func(q string) (float64, bool) {
 		canary := strings.Contains(q, `pod=~"lag-v2-`)
 		switch {
 		case strings.Contains(q, "http_request_duration_seconds") && canary:
@@ -508,10 +515,6 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 			return 5, true
 		}
 	})
-	h := newHarness(t)
-	src, err := mdctrl.NewPrometheusSource(srv.URL)
-	require.NoError(t, err)
-	h.r.Metrics = src
 	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
 	h.reconcile("lag")
@@ -539,7 +542,8 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 // With autoRollback off, a failing version only loses its traffic while it
 // is not Ready; nothing is rolled back.
 func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
-	srv := promServer(t, func(q string) (float64, bool) {
+	h := newHarness(t)
+	h.withPrometheus(func(q string) (float64, bool) {
 		switch {
 		case strings.Contains(q, "http_request_duration_seconds"):
 			return 900, true
@@ -549,10 +553,6 @@ func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 			return 5, true
 		}
 	})
-	h := newHarness(t)
-	src, err := mdctrl.NewPrometheusSource(srv.URL)
-	require.NoError(t, err)
-	h.r.Metrics = src
 	h.create(testutil.ModelDeployment("slow", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).AutoRollback(false).
 		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
 	h.reconcile("slow")
@@ -728,11 +728,8 @@ func TestMetricsRemovedWithTheObject(t *testing.T) {
 
 // A Prometheus with no traffic for a version yields no rollback.
 func TestPrometheusWithoutTrafficDoesNotRollBack(t *testing.T) {
-	srv := promServer(t, func(string) (float64, bool) { return 0, false })
 	h := newHarness(t)
-	src, err := mdctrl.NewPrometheusSource(srv.URL)
-	require.NoError(t, err)
-	h.r.Metrics = src
+	h.withPrometheus(func(string) (float64, bool) { return 0, false })
 	h.create(testutil.ModelDeployment("quiet", "").Router(mlv1.RouterGatewayAPI).
 		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
 	h.reconcile("quiet")

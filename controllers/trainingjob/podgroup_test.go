@@ -14,10 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/cmd/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -71,8 +73,31 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
 	w.Spec.Scheduling.SchedulerName = "volcano"
 	w.Spec.Scheduling.PriorityClassName = priority.Name
+	// The PodGroup exists before the first pod does: when the API server
+	// tells of the first pod, the group is already there to read.
+	groupFirst := make(chan error, 1)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: manager.NewScheme()})
+	require.NoError(t, err)
+	pw, err := wc.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{mlv1.LabelTrainingJob: "vc"})
+	require.NoError(t, err)
+	t.Cleanup(pw.Stop)
+	go func() {
+		for ev := range pw.ResultChan() {
+			if ev.Type == watch.Added {
+				_, err := podGroup(t, volcanoPG, ns, "vc-0")
+				groupFirst <- err
+				return
+			}
+		}
+	}()
 	job := create(t, w)
 	got := waitPods(t, job, 2, 0)
+	select {
+	case err := <-groupFirst:
+		require.NoError(t, err, "PodGroup vc-0 when the first pod appeared")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pod event")
+	}
 	pg, err := podGroup(t, volcanoPG, ns, "vc-0")
 	require.NoError(t, err, "PodGroup vc-0")
 	ownedBy(t, pg, get(t, job))

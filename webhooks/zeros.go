@@ -66,22 +66,17 @@ func explicitZeros(ctx context.Context, fields []zeroDefaulted) field.ErrorList 
 // v1alpha1Zeros refuses the v1alpha1ZeroDefaulted fields that a v1alpha1
 // request, converted to v1 (raw), leaves 0 or out.
 func v1alpha1Zeros(raw []byte) field.ErrorList {
-	var obj map[string]any
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil
-	}
-	var errs field.ErrorList
-	for _, f := range v1alpha1ZeroDefaulted {
-		v, found, _ := unstructured.NestedFieldNoCopy(obj, f.path...)
-		if n, isNumber := v.(float64); !found || (isNumber && n == 0) {
-			errs = append(errs, field.Invalid(field.NewPath(f.path[0], f.path[1:]...), 0, f.message()))
-		}
-	}
-	return errs
+	return zerosOrMissingIn(raw, v1alpha1ZeroDefaulted, true)
 }
 
 // zerosIn is explicitZeros on the object's JSON.
 func zerosIn(raw []byte, fields []zeroDefaulted) field.ErrorList {
+	return zerosOrMissingIn(raw, fields, false)
+}
+
+// zerosOrMissingIn refuses each field of fields that the object's JSON sets
+// to the number 0 (or, with missingToo, leaves out).
+func zerosOrMissingIn(raw []byte, fields []zeroDefaulted, missingToo bool) field.ErrorList {
 	var obj map[string]any
 	if json.Unmarshal(raw, &obj) != nil {
 		return nil // decoding errors are the decoder's to report
@@ -89,7 +84,7 @@ func zerosIn(raw []byte, fields []zeroDefaulted) field.ErrorList {
 	var errs field.ErrorList
 	for _, f := range fields {
 		v, found, _ := unstructured.NestedFieldNoCopy(obj, f.path...)
-		if n, isNumber := v.(float64); found && isNumber && n == 0 {
+		if n, isNumber := v.(float64); (found && isNumber && n == 0) || (!found && missingToo) {
 			errs = append(errs, field.Invalid(field.NewPath(f.path[0], f.path[1:]...), 0, f.message()))
 		}
 	}

@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -132,18 +133,27 @@ var (
 	inlineLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 )
 
+// proseLines yields doc's lines outside fenced code blocks, with their
+// 0-based line index.
+func proseLines(doc string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		inFence := false
+		for i, line := range strings.Split(doc, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inFence = !inFence
+				continue
+			}
+			if !inFence && !yield(i, line) {
+				return
+			}
+		}
+	}
+}
+
 // relativeLinks are the [text](target) links outside code that are not URLs.
 func relativeLinks(doc string) []link {
 	var out []link
-	inFence := false
-	for i, line := range strings.Split(doc, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
-			continue
-		}
+	for i, line := range proseLines(doc) {
 		for _, m := range mdLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
 			if !urlScheme.MatchString(m[1]) {
 				out = append(out, link{target: m[1], line: i + 1})
@@ -159,15 +169,7 @@ func relativeLinks(doc string) []link {
 func markdownAnchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
-	inFence := false
-	for _, line := range strings.Split(doc, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			inFence = !inFence
-			continue
-		}
-		if inFence {
-			continue
-		}
+	for _, line := range proseLines(doc) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			out[m[1]] = true
 		}

@@ -177,6 +177,7 @@ func (r *run) setup(ctx context.Context) {
 	pctx, pcancel := context.WithCancel(ctx)
 	t.Cleanup(pcancel)
 	require(t, c.RunProvisioner(pctx, os.Stdout))
+	c.RunTrainers(pctx, os.Stdout)
 
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 200, 400

@@ -40,6 +40,8 @@ var env struct {
 	webhooks []string
 	// conversion is true when the TrainingJob CRD converts through the manager.
 	conversion bool
+	// trainers serve the progress contract on every Running rank 0.
+	trainers *cluster.Trainers
 }
 
 func TestMain(m *testing.M) {
@@ -93,6 +95,7 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	env.trainers = c.RunTrainers(ctx, os.Stderr)
 
 	stopManager, err := startManager(ctx, c, workdir)
 	if err != nil {
@@ -102,7 +105,14 @@ func runSuite(m *testing.M) (code int) {
 	defer stopManager()
 	fmt.Fprintf(os.Stderr, "e2e: cluster and manager ready in %s (webhooks: %v, conversion webhook: %v)\n",
 		time.Since(start).Round(time.Second), env.webhooks, env.conversion)
-	return m.Run()
+	code = m.Run()
+	// Whatever the tests made, no address in the cluster may be outside
+	// 127.0.0.0/8 (loopback_test.go).
+	if bad, err := nonLoopbackAddresses(ctx, c.Client); err != nil || len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: addresses outside 127.0.0.0/8 after the suite (%v):\n  %s\n", err, strings.Join(bad, "\n  "))
+		return 1
+	}
+	return code
 }
 
 // startManager runs the manager in this process, the way `make run` runs

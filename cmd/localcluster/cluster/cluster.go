@@ -51,6 +51,9 @@ type Options struct {
 	Nodes []NodeSpec
 	// Log receives progress messages and kwokctl's output (io.Discard when nil).
 	Log io.Writer
+	// Addresses are the cluster's loopback ranges (AddressesFor the workdir
+	// and name when zero).
+	Addresses Addresses
 	// AuditPolicy, when set, is the kube-apiserver audit policy file; the
 	// audit log is then <workdir>/clusters/<name>/logs/audit.log (the chaos
 	// suite reads who deleted a pod from it).
@@ -81,6 +84,9 @@ func (o *Options) defaults() {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	if !o.Addresses.PodCIDR.IsValid() {
+		o.Addresses = AddressesFor(o.Workdir, o.Name)
+	}
 }
 
 // Create starts a fresh cluster (deleting a stale one of the same name in
@@ -101,6 +107,10 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	// A cluster left behind by a killed run would hold stale ports and pids.
 	_ = c.kwokctl(ctx, "delete", "cluster", "--name", opts.Name, "--kubeconfig", c.Kubeconfig)
 
+	config, err := opts.Addresses.writeKwokConfig(opts.RepoRoot, opts.Workdir)
+	if err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(opts.Log, "Starting kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok from %s\n", opts.BinDir)
 	b := opts.BinDir
 	var audit []string
@@ -117,7 +127,9 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		"--etcd-binary", filepath.Join(b, "etcd"),
 		// Written here, never into ~/.kube/config.
 		"--kubeconfig", c.Kubeconfig,
-		"--config", filepath.Join(opts.RepoRoot, StagesFile),
+		// The Stages, and kwok's and kwokctl's options: loopback addresses
+		// only (addresses.go).
+		"--config", config,
 		// One instance each: leader election only adds a way to die. On a
 		// loaded machine a lease renewal that misses its deadline makes
 		// kube-controller-manager exit, and kwokctl does not restart it
@@ -125,7 +137,7 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		"--extra-args", "kube-controller-manager=leader-elect=false",
 		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
-	}, audit...)...); err != nil {
+	}, append(opts.Addresses.componentArgs(), audit...)...)...); err != nil {
 		return nil, fmt.Errorf("kwokctl create cluster: %w", err)
 	}
 
@@ -174,6 +186,9 @@ func Delete(ctx context.Context, opts Options) error {
 func (c *Cluster) LogsDir() string {
 	return filepath.Join(c.opts.Workdir, "clusters", c.opts.Name, "logs")
 }
+
+// Addresses are the cluster's loopback ranges.
+func (c *Cluster) Addresses() Addresses { return c.opts.Addresses }
 
 // Workdir is the cluster's state directory.
 func (c *Cluster) Workdir() string { return c.opts.Workdir }

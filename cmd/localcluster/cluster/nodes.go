@@ -83,7 +83,15 @@ func (n NodeSpec) Node() *corev1.Node {
 			Labels:      labels,
 			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
 		},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity.DeepCopy(),
+			// kwok's node stage keeps addresses a node already has; pods'
+			// hostIP (and host-network pods' podIP) are taken from here.
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: NodeIP},
+				{Type: corev1.NodeHostName, Address: n.Name},
+			},
+		},
 	}
 	if n.GPUs > 0 {
 		gpus := *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)

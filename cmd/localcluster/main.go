@@ -14,8 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -79,8 +77,6 @@ func parseFlags(name string, args []string) (*flags, error) {
 	return f, nil
 }
 
-func pidFile(o cluster.Options) string { return filepath.Join(o.Workdir, o.Name+".pid") }
-
 // down stops a running `localcluster run` (which tears its cluster down) and
 // deletes whatever is left.
 func down(args []string) error {
@@ -88,16 +84,13 @@ func down(args []string) error {
 	if err != nil {
 		return err
 	}
-	if data, err := os.ReadFile(pidFile(f.opts)); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, 0) == nil {
-			fmt.Fprintf(os.Stderr, "Stopping `make run` (pid %d)\n", pid)
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			deadline := time.Now().Add(time.Minute)
-			for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-				time.Sleep(200 * time.Millisecond)
-			}
+	if pid := cluster.RunningPID(f.opts); pid != 0 {
+		fmt.Fprintf(os.Stderr, "Stopping `make run` (pid %d)\n", pid)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(time.Minute)
+		for cluster.RunningPID(f.opts) == pid && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
 		}
-		_ = os.Remove(pidFile(f.opts))
 	}
 	if err := cluster.Delete(context.Background(), f.opts); err != nil {
 		return err
@@ -116,6 +109,16 @@ func run(args []string) (err error) {
 	if _, err := os.Stat(f.manager); err != nil {
 		return fmt.Errorf("manager binary: %w (build it with `go build -o bin/manager ./cmd`)", err)
 	}
+	// One run per workdir: a second one must neither delete the running
+	// cluster nor attach a second manager to it.
+	unlock, cleared, err := cluster.Lock(f.opts)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if cleared {
+		fmt.Fprintf(os.Stderr, "A run of %s that is gone left its lock behind: cleared\n", f.opts.Workdir)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -129,21 +132,18 @@ func run(args []string) (err error) {
 		_ = c.Delete(context.Background())
 		return err
 	}
-	if err := os.WriteFile(pidFile(f.opts), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return err
-	}
 	defer func() {
 		fmt.Fprintln(os.Stderr, "\nTearing down the local cluster")
 		if derr := c.Delete(context.Background()); derr != nil && err == nil {
 			err = derr
 		}
 		reaper.Stop()
-		_ = os.Remove(pidFile(f.opts))
 	}()
 
 	if err := c.RunProvisioner(ctx, os.Stderr); err != nil {
 		return err
 	}
+	c.RunTrainers(ctx, os.Stderr)
 	cert, err := cluster.WriteServingCert(filepath.Join(f.opts.Workdir, "webhook-certs"))
 	if err != nil {
 		return err

@@ -14,8 +14,15 @@ LOCALCLUSTER_FLAGS = --workdir $(LOCAL_WORKDIR) --bin $(LOCALBIN) --manager $(LO
 # Extra manager flags for the local run, e.g. MANAGER_ARGS=--zap-log-level=debug.
 MANAGER_ARGS ?=
 
+.PHONY: doctor
+doctor: ## Check this machine: what make test, make run and the real node need, what is missing and how to get it.
+	@go run ./cmd/doctor -for test
+	@echo
+	@go run ./cmd/doctor -for real
+
 .PHONY: run
 run: ## Run the manager against the cluster in your kubeconfig; with none reachable (or LOCAL=1) on a local kwok cluster.
+	@go run ./cmd/doctor -for run -quiet
 	@if [ "$(LOCAL)" != "1" ] && $(KUBECTL) get --raw /readyz --request-timeout=5s >/dev/null 2>&1; then \
 		echo "Running the manager against $$($(KUBECTL) config current-context) (LOCAL=1 for a local cluster instead)"; \
 		go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --enable-webhooks=false $(MANAGER_ARGS); \

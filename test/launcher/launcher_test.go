@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -24,9 +23,7 @@ import (
 
 func requireTorch(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(Torchrun); err != nil {
-		t.Skipf("python3-torch is not installed (%s missing); .ci/run installs it", Torchrun)
-	}
+	testutil.NeedTool(t, Torchrun, "python3-torch", testutil.TorchInstall)
 }
 
 func freePort(t *testing.T) int32 {

@@ -55,9 +55,7 @@ func start(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, attempt int
 // The trainer, killed mid-training, continues from its last checkpoint when
 // restarted with the env the operator sets on the next attempt.
 func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
-	if _, err := os.Stat(launcher.Torchrun); err != nil {
-		t.Skipf("python3-torch is not installed (%s missing); .ci/run installs it", launcher.Torchrun)
-	}
+	testutil.NeedTool(t, launcher.Torchrun, "python3-torch", testutil.TorchInstall)
 	ckptDir := t.TempDir()
 	w := testutil.TrainingJob("resume", "ml-team").Workers(1).GPUs(0).
 		Hyperparameter("epochs", 6).Hyperparameter("epochSeconds", 0.5)

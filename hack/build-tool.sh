@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds one tool into bin/ with one line of progress instead of pages of
+# `go: downloading`: what is built, which of how many, roughly how long it
+# takes; the build's own output goes to a log whose path is printed, and its
+# tail is shown when the build fails.
+#
+#   hack/build-tool.sh NAME VERSION INDEX ESTIMATE -- COMMAND...
+#
+# INDEX is the tool's place in TOOLS_ORDER (the Makefile); ESTIMATE is the
+# time measured on 2 cores (docs: README "The two commands").
+set -euo pipefail
+name=$1 version=$2 index=$3 estimate=$4
+shift 4
+[ "${1:-}" = "--" ] && shift
+logdir=${TOOL_LOG_DIR:?TOOL_LOG_DIR is set by the Makefile}
+mkdir -p "$logdir"
+log="$logdir/$name.log"
+echo "building $name $version ($index of ${TOOLS_TOTAL:-?}, $estimate on 2 cores; cached in bin/ after this; log: $log)"
+start=$(date +%s)
+if ! "$@" >"$log" 2>&1; then
+  echo "building $name failed after $(( $(date +%s) - start ))s; the last lines of $log:" >&2
+  tail -n 25 "$log" | sed 's/^/  | /' >&2
+  exit 1
+fi
+echo "  $name built in $(( $(date +%s) - start ))s"

@@ -162,7 +162,10 @@ func run(args []string) (err error) {
 	defer logFile.Close()
 	fmt.Fprintf(os.Stderr, "Starting the manager (log: %s)\n", logPath)
 	mgr, err := startManager(f.manager, c.Kubeconfig, append([]string{
+		// The lock (one make run per workdir) makes leader election unneeded.
 		"--leader-elect=false",
+		// Nothing of the manager's own dials outside 127.0.0.0/8.
+		"--dial-loopback-only",
 		"--metrics-secure=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports.metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports.probe),

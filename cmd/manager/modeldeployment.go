@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -9,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/netguard"
 )
 
 // routerDetectionInterval is how often traffic.router auto re-checks which
@@ -37,7 +39,11 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Routers:  routers,
 	}
 	if opts.PrometheusURL != "" {
-		src, err := modeldeployment.NewPrometheusSource(opts.PrometheusURL)
+		var rt http.RoundTripper // promapi's default transport
+		if opts.DialLoopbackOnly {
+			rt = netguard.Transport(true, 2*time.Second, true)
+		}
+		src, err := modeldeployment.NewPrometheusSource(opts.PrometheusURL, rt)
 		if err != nil {
 			return err
 		}

@@ -58,6 +58,10 @@ type Options struct {
 	PrometheusURL string
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
+	// DialLoopbackOnly keeps the manager's own outbound connections
+	// (progress scrapes, MLflow, Prometheus) on 127.0.0.0/8: the local
+	// cluster's rule (internal/netguard).
+	DialLoopbackOnly bool
 
 	zap ctrlzap.Options
 }
@@ -144,6 +148,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
+	fs.BoolVar(&o.DialLoopbackOnly, "dial-loopback-only", o.DialLoopbackOnly,
+		"Refuse every outbound connection of the manager's own (progress scrapes, MLflow, Prometheus) outside 127.0.0.0/8, before any DNS lookup. The local cluster sets it.")
 	o.zap.BindFlags(fs)
 	// controller-runtime's help text gives its own default (epoch); this
 	// manager starts from ISO 8601 times.

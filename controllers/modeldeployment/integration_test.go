@@ -443,7 +443,7 @@ func promServer(t *testing.T, rules func(query string) (float64, bool)) *httptes
 // answers each query with rules (promServer).
 func (h *harness) withPrometheus(rules func(query string) (float64, bool)) {
 	h.t.Helper()
-	src, err := mdctrl.NewPrometheusSource(promServer(h.t, rules).URL)
+	src, err := mdctrl.NewPrometheusSource(promServer(h.t, rules).URL, nil)
 	require.NoError(h.t, err)
 	h.r.Metrics = src
 }

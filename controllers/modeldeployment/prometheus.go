@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"time"
 
 	promapi "github.com/prometheus/client_golang/api"
@@ -50,8 +51,9 @@ type PrometheusSource struct {
 
 // NewPrometheusSource connects to the Prometheus at address (for example
 // http://prometheus.monitoring:9090).
-func NewPrometheusSource(address string) (*PrometheusSource, error) {
-	c, err := promapi.NewClient(promapi.Config{Address: address})
+// roundTripper is the HTTP transport (promapi's default when nil).
+func NewPrometheusSource(address string, roundTripper http.RoundTripper) (*PrometheusSource, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: address, RoundTripper: roundTripper})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", address, err)
 	}

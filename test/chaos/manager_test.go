@@ -89,6 +89,7 @@ func (r *replica) startLocked() error {
 		fmt.Sprintf("--leader-elect=%t", r.leaderElect),
 		"--leader-election-namespace="+leaseNamespace,
 		"--metrics-secure=false",
+		"--dial-loopback-only",
 		"--metrics-bind-address="+r.metrics,
 		"--health-probe-bind-address="+r.probe,
 		"--enable-webhooks=false",

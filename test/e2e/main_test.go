@@ -137,6 +137,7 @@ func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop
 
 	opts := manager.NewOptions()
 	opts.LeaderElect = false
+	opts.DialLoopbackOnly = true
 	opts.MetricsSecure = false
 	opts.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	opts.ProbeAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])

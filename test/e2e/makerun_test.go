@@ -149,6 +149,20 @@ func TestMakeRunAndRunDown(t *testing.T) {
 	// or equal to 8".
 	assert.Contains(t, string(msg), `The TrainingJob "big" is invalid: spec.gpusPerWorker: Invalid value: 9: must be between 0 and 8`)
 
+	// A second make run on the same directory neither deletes this cluster
+	// nor attaches a second manager to it: it says who runs it and stops.
+	second := exec.Command("make", "--no-print-directory", "run", m.flags)
+	second.Dir, second.Env = root, m.env
+	secondOut, err := second.CombinedOutput()
+	require.Error(t, err, "a second make run on the same workdir fails:\n%s", secondOut)
+	assert.Contains(t, string(secondOut), "a local cluster is already running from "+m.workdir+" (pid ")
+	assert.Contains(t, string(secondOut), "its kubeconfig is "+kubeconfig)
+	assert.Contains(t, string(secondOut), "make run-down")
+	assert.NotContains(t, string(secondOut), "Starting kube-apiserver", "it started nothing")
+	nodes, err = kubectl("get", "nodes", "-o", "name")
+	require.NoError(t, err, "the running cluster is untouched: %s", nodes)
+	assert.Len(t, strings.Fields(nodes), 6, nodes)
+
 	// With a kubeconfig that reaches a cluster (this one), make run keeps the
 	// operator-sdk meaning: the manager runs on this machine against it.
 	runManagerAgainst(t, root, kubeconfig)

@@ -166,6 +166,7 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	}
 	args := append([]string{
 		"--leader-elect=false",
+		"--dial-loopback-only",
 		"--metrics-secure=false",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),

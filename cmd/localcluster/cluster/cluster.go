@@ -130,14 +130,8 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 		// The Stages, and kwok's and kwokctl's options: loopback addresses
 		// only (addresses.go).
 		"--config", config,
-		// One instance each: leader election only adds a way to die. On a
-		// loaded machine a lease renewal that misses its deadline makes
-		// kube-controller-manager exit, and kwokctl does not restart it
-		// (no garbage collector, no Deployments, no ServiceAccounts after).
-		"--extra-args", "kube-controller-manager=leader-elect=false",
-		"--extra-args", "kube-scheduler=leader-elect=false",
 		"--wait", "2m",
-	}, append(opts.Addresses.componentArgs(), audit...)...)...); err != nil {
+	}, audit...)...); err != nil {
 		return nil, fmt.Errorf("kwokctl create cluster: %w", err)
 	}
 

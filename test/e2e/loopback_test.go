@@ -108,7 +108,7 @@ func TestEveryAddressIsLoopback(t *testing.T) {
 	ns := namespace(t)
 	tj := simJob(ns, "addresses", 2, 0, map[string]string{"sim.ml.example.com/complete-after": "1h"})
 	require.NoError(t, env.client.Create(ctx, tj))
-	md := testutil.ModelDeployment("addresses", ns).Obj()
+	md := testutil.ModelDeployment("addresses", ns).Version("v1", 100, "s3://models/addresses/v1").Obj()
 	require.NoError(t, env.client.Create(ctx, md))
 	host := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "host-network", Namespace: ns},

@@ -12,9 +12,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -51,10 +53,8 @@ func TestNamespaceDeletionAppliesNothing(t *testing.T) {
 		}, "Deployment", v)
 		setDeploymentReady(t, ns, v, 1)
 	}
-	testutil.Eventually(t, func() bool {
-		md := &mlv1.ModelDeployment{}
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "svc"}, md) == nil && md.Status.Phase == mlv1.PhaseRunning
-	}, "ModelDeployment Running")
+	// The pass that writes phase Running emits Promoted after its write.
+	testutil.Eventually(t, func() bool { return calls.get(ns, "event "+mdctrl.EventPromoted) == 1 }, "ModelDeployment rolled out")
 
 	require.NoError(t, k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	testutil.Eventually(t, func() bool {
@@ -93,9 +93,38 @@ func TestNamespaceDeletionAppliesNothing(t *testing.T) {
 	assert.Zero(t, after-errs, "controller_runtime_reconcile_errors_total{controller=modeldeployment}")
 }
 
+// The backstop: when the cache has not yet seen the namespace being
+// deleted, the API server's refusal of the first apply ends the pass with no
+// error (so no retry), no requeue, no status write and no event.
+func TestRefusedApplyEndsThePassQuietly(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	direct, err := client.NewWithWatch(restCfg, client.Options{Scheme: manager.NewScheme()})
+	require.NoError(t, err)
+	applies := 0
+	h.r.Client = interceptor.NewClient(direct, interceptor.Funcs{
+		Apply: func(_ context.Context, _ client.WithWatch, _ runtime.ApplyConfiguration, _ ...client.ApplyOption) error {
+			applies++
+			err := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "svc-v1",
+				fmt.Errorf("unable to create new content in namespace %s because it is being terminated", h.ns))
+			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+				Type: corev1.NamespaceTerminatingCause, Message: "namespace " + h.ns + " is being terminated", Field: "metadata.namespace"})
+			return err
+		},
+	})
+	created := h.create(testutil.ModelDeployment("svc", "").Version("v1", 100, "s3://m/v1").Obj())
+
+	res, err := h.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(created)})
+	require.NoError(t, err)
+	assert.Equal(t, ctrl.Result{}, res, "no requeue")
+	assert.Equal(t, 1, applies, "the pass ends at the first refused apply")
+	assert.Empty(t, h.events(), "no event")
+	assert.Equal(t, created.ResourceVersion, h.md("svc").ResourceVersion, "no status write")
+}
+
 // controllerCalls counts, per namespace, what the controller did: passes
 // (its read of a ModelDeployment), writes that can create (Create and
-// server-side Apply, refused ones included) and events.
+// server-side Apply, refused ones included) and events (all, and by reason).
 type controllerCalls struct {
 	// cache is the controller's cache.
 	cache  client.Reader
@@ -187,6 +216,7 @@ type countingRecorder struct {
 func (r countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if m, err := meta.Accessor(regarding); err == nil {
 		r.calls.add(m.GetNamespace(), "event")
+		r.calls.add(m.GetNamespace(), "event "+reason)
 	}
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }

@@ -173,8 +173,8 @@ func (w *writeCounter) get(job *mlv1.TrainingJob, what string) int {
 	return w.counts[job.Namespace+"/"+job.Name+"/"+what]
 }
 
-// inNamespace returns the calls of one kind ("create" of any kind, "event")
-// in a namespace.
+// inNamespace returns the calls of one kind ("create" of any kind, "event",
+// "event <reason>") in a namespace.
 func (w *writeCounter) inNamespace(namespace, what string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -188,6 +188,7 @@ type countingRecorder struct{ events.EventRecorder }
 func (r countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if m, err := meta.Accessor(regarding); err == nil {
 		writes.add(m.GetNamespace(), "", "event")
+		writes.add(m.GetNamespace(), "", "event "+reason)
 	}
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }

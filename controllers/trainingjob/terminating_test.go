@@ -41,6 +41,10 @@ func TestNamespaceDeletionCreatesNothing(t *testing.T) {
 		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
 	})
 	runID := j.Status.MLflowRunID
+	// Events follow their pass's status write: wait for the last ones.
+	testutil.Eventually(t, func() bool {
+		return writes.inNamespace(ns, "event Running") == 2 && writes.inNamespace(ns, "event MLflowRunCreated") == 1
+	}, "the Running and MLflowRunCreated events")
 	running := map[string]mlv1.TrainingJobStatus{}
 	for _, job := range jobs {
 		running[job.Name] = get(t, job).Status

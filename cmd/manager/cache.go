@@ -2,6 +2,7 @@ package manager
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
@@ -16,6 +17,11 @@ import (
 //     and Patch stay safe: the API server keeps the stored managedFields
 //     when a write leaves them out.
 //   - a pod keeps only what the controllers read from it (trimPod).
+//
+// Namespaces are the one kind cached without a label selector (they are not
+// ours): the controllers watch their metadata only, to see a namespace being
+// deleted before they create anything in it, and a cached namespace keeps
+// only its name, UID, resourceVersion and deletion timestamp (trimNamespace).
 var (
 	stripManagedFields = cache.TransformStripManagedFields()
 )
@@ -66,4 +72,30 @@ func trimPod(pod *corev1.Pod) *corev1.Pod {
 	return out
 }
 
-var _ toolscache.TransformFunc = transformPod
+// transformNamespace is the cache's transform for Namespaces.
+func transformNamespace(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	if ns, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return trimNamespace(ns), nil
+	}
+	// A full Namespace (no controller reads one) or a tombstone passes as is.
+	return obj, nil
+}
+
+// trimNamespace keeps what the controllers read from a namespace's metadata:
+// its deletion timestamp (controllers/namespaces), and the identity an
+// informer needs. Labels and annotations (a last-applied-configuration can
+// be large) are dropped.
+func trimNamespace(ns *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: ns.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, DeletionTimestamp: ns.DeletionTimestamp,
+	}}
+}
+
+var (
+	_ toolscache.TransformFunc = transformPod
+	_ toolscache.TransformFunc = transformNamespace
+)

@@ -16,6 +16,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -78,4 +79,18 @@ func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
 	p := &corev1.Pod{}
 	require.NoError(t, cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, p))
 	assert.Equal(t, "c", p.Spec.Containers[0].Name, "cached pods keep what the controllers read")
+
+	// Namespaces: their metadata, trimmed to what tells a deletion.
+	nsMeta := &metav1.PartialObjectMetadata{}
+	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	require.NoError(t, cached.Get(ctx, client.ObjectKey{Name: ns}, nsMeta))
+	assert.Empty(t, nsMeta.Labels, "a cached namespace loses its labels")
+	terminating, err := namespaces.Terminating(ctx, cached, ns)
+	require.NoError(t, err)
+	assert.False(t, terminating)
+	require.NoError(t, env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	require.Eventually(t, func() bool {
+		terminating, err := namespaces.Terminating(ctx, cached, ns)
+		return err == nil && terminating
+	}, 20*time.Second, 50*time.Millisecond, "the cache sees the namespace being deleted")
 }

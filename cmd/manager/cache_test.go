@@ -94,3 +94,28 @@ func TestTransformObjectStripsManagedFieldsOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, tomb, out)
 }
+
+// A cached namespace's metadata keeps its identity and deletion timestamp
+// only; a full Namespace (which no controller caches) passes as is.
+func TestTransformNamespaceKeepsTheDeletionTimestamp(t *testing.T) {
+	now := metav1.Now()
+	in := &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "u1", ResourceVersion: "7", DeletionTimestamp: &now,
+			Labels:        map[string]string{corev1.LabelMetadataName: "team-a"},
+			Annotations:   map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"json"}`},
+			Finalizers:    []string{"kubernetes"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+	}
+	out, err := transformNamespace(in.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, &metav1.PartialObjectMetadata{
+		TypeMeta:   in.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "u1", ResourceVersion: "7", DeletionTimestamp: &now},
+	}, out)
+
+	full := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"x": "y"}}}
+	out, err = transformNamespace(full.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, full, out)
+}

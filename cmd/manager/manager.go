@@ -110,8 +110,9 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 }
 
 // CacheOptions are the manager's cache options: only the children this
-// operator labels are cached, without their managedFields, and pods only
-// with what the controllers read (cache.go).
+// operator labels are cached, without their managedFields, pods only with
+// what the controllers read, and namespaces only with their deletion
+// timestamp (cache.go).
 func CacheOptions(opts *Options) cache.Options {
 	narrow := cache.ByObject{Label: managedSelector}
 	narrowPods := cache.ByObject{Label: managedSelector, Transform: transformPod}
@@ -126,6 +127,8 @@ func CacheOptions(opts *Options) cache.Options {
 			&corev1.PersistentVolumeClaim{}:          narrow,
 			&appsv1.Deployment{}:                     narrow,
 			&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
+			// Metadata only (controllers/namespaces); not ours, so no selector.
+			&corev1.Namespace{}: {Transform: transformNamespace},
 		},
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/controllers/namespaces"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -81,7 +82,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
+	if leave, err := r.leftToNamespaceDeletion(ctx, md); leave || err != nil {
+		return ctrl.Result{}, err
+	}
+
 	p, err := r.reconcile(ctx, md)
+	if refusedInTerminatingNamespace(ctx, err) {
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -106,12 +114,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // SetupWithManager registers the controller. Pods are not watched: they are
 // evaluated every healthCheck.intervalSeconds, and Deployment status (which
-// is watched) carries readiness.
+// is watched) carries readiness. Namespaces are watched (metadata only) for
+// the cache that tells a namespace being deleted (terminating.go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
+	b := namespaces.Watch(ctrl.NewControllerManagedBy(mgr)).
 		Named("modeldeployment").
 		For(&mlv1.ModelDeployment{}).
 		Owns(&appsv1.Deployment{}).

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/controllers/namespaces"
 )
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;update;patch;delete
@@ -163,9 +164,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 }
 
 // SetupWithManager watches TrainingJobs, their pods, Services, ConfigMaps
-// and PVCs, and the deletion of Nodes (metadata only) that run their pods.
+// and PVCs, the deletion of Nodes (metadata only) that run their pods, and
+// Namespaces (metadata only, for the cache: see terminating.go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	return namespaces.Watch(ctrl.NewControllerManagedBy(mgr)).
 		Named("trainingjob").
 		For(&mlv1.TrainingJob{}).
 		Owns(&corev1.Pod{}).
@@ -222,6 +224,9 @@ type pass struct {
 	events    []jobEvent
 	after     []func()
 	requeueAt time.Time
+	// silent drops the pass's events: its namespace is being deleted and
+	// the API server would refuse them.
+	silent bool
 }
 
 // jobEvent is an event to emit on the job once its status is written.
@@ -247,6 +252,9 @@ func (p *pass) actionEvent(eventType, reason, note string, args ...any) {
 // emit sends the pass's events: all of them once its status write landed,
 // and otherwise only those about actions done.
 func (r *Reconciler) emit(p *pass, written bool) {
+	if p.silent {
+		return
+	}
 	for _, e := range p.events {
 		if written || e.action {
 			r.recorder.Eventf(p.job, nil, e.eventType, e.reason, e.reason, "%s", e.note)
@@ -294,7 +302,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	orig := job.DeepCopy()
 	p := &pass{job: job, now: r.cfg.Clock.Now()}
-	err := r.reconcile(ctx, p)
+	err := r.reconcileUnlessNamespaceTerminating(ctx, p)
+	if errors.Is(err, errNamespaceTerminating) {
+		return ctrl.Result{}, nil
+	}
 	lost := false
 	if err == nil {
 		lost, err = r.writeStatus(ctx, p, orig)

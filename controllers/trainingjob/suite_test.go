@@ -14,8 +14,11 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,10 +39,13 @@ import (
 // the same narrow, label-selected cache as the real manager, and a fake clock
 // the tests step. envtest has no kubelet: tests write pod status by hand.
 var (
-	env   *testutil.Env
-	clk   *clocktesting.FakeClock
-	ctx   = context.Background()
-	gpuNS = map[string]string{"node.example.com/gpu": "true"}
+	env *testutil.Env
+	// managerCache is the reconciler's cache, for tests that wait until it
+	// has seen something.
+	managerCache cache.Cache
+	clk          *clocktesting.FakeClock
+	ctx          = context.Background()
+	gpuNS        = map[string]string{"node.example.com/gpu": "true"}
 )
 
 func TestMain(m *testing.M) {
@@ -84,10 +90,18 @@ func run(m *testing.M) int {
 		return 1
 	}
 	// The reconciler's writes go through a counting interceptor, so tests can
-	// assert how many API writes a job cost.
+	// assert how many API writes a job cost. Creates are also counted per
+	// namespace (refused ones too), and each pass's read of its job.
 	counted, err := interceptor.NewClient(noWatch{mgr.GetClient()}, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*mlv1.TrainingJob); ok {
+				writes.add(key.Namespace, key.Name, "get job")
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			writes.add(obj.GetNamespace(), obj.GetLabels()[mlv1.LabelTrainingJob], "create "+fmt.Sprintf("%T", obj))
+			writes.add(obj.GetNamespace(), "", "create")
 			return c.Create(ctx, obj, opts...)
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
@@ -99,7 +113,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	r := trainingjob.NewReconciler(counted, mgr.GetAPIReader(), mgr.GetEventRecorder("trainingjob-controller"), trainingjob.Config{
+	managerCache = mgr.GetCache()
+	recorder := countingRecorder{mgr.GetEventRecorder("trainingjob-controller")}
+	r := trainingjob.NewReconciler(counted, mgr.GetAPIReader(), recorder, trainingjob.Config{
 		DefaultImages:           map[string]string{"pytorch": "registry.example.com/pytorch:default"},
 		GPUNodeSelector:         gpuNS,
 		Clock:                   clk,
@@ -155,6 +171,26 @@ func (w *writeCounter) get(job *mlv1.TrainingJob, what string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.counts[job.Namespace+"/"+job.Name+"/"+what]
+}
+
+// inNamespace returns the calls of one kind ("create" of any kind, "event",
+// "event <reason>") in a namespace.
+func (w *writeCounter) inNamespace(namespace, what string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[namespace+"//"+what]
+}
+
+// countingRecorder counts the reconciler's events per namespace: each is a
+// create on the API server.
+type countingRecorder struct{ events.EventRecorder }
+
+func (r countingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if m, err := meta.Accessor(regarding); err == nil {
+		writes.add(m.GetNamespace(), "", "event")
+		writes.add(m.GetNamespace(), "", "event "+reason)
+	}
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // create creates a job in a fresh namespace and returns it.

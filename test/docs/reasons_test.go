@@ -27,6 +27,13 @@ var kindOfController = map[string]string{
 	"modeldeployment": "ModelDeployment",
 }
 
+// sharedPackages are the directories directly under controllers/ that hold
+// no controller but code the controllers share. They may set no reason of
+// their own (the test says so): a reason belongs to a kind's table.
+var sharedPackages = map[string]bool{
+	"namespaces": true,
+}
+
 // TestOperationsDocumentsEveryReason keeps the reason tables of
 // docs/operations.md equal to the reasons the controllers can set: every
 // reason found in controllers/ (see reasonsIn for the rule) must appear in a
@@ -160,6 +167,16 @@ func controllerReasons(root string) (map[string]map[string]string, error) {
 	}
 	for _, e := range entries {
 		if !e.IsDir() {
+			continue
+		}
+		if sharedPackages[e.Name()] {
+			found, err := reasonsIn(filepath.Join(base, e.Name()), root)
+			if err != nil {
+				return nil, err
+			}
+			for r, where := range found {
+				return nil, fmt.Errorf("controllers/%s is a shared package (sharedPackages in test/docs/reasons_test.go) but sets reason %q at %s: set it in a controller package", e.Name(), r, where)
+			}
 			continue
 		}
 		kind, ok := kindOfController[e.Name()]

@@ -105,7 +105,7 @@ coverage-check: ## Fail when cover.out (from make test) is below COVER_MIN perce
 	awk -v t="$$total" -v m="$(COVER_MIN)" 'BEGIN { exit !(t+0 >= m+0) }' || { echo "coverage below $(COVER_MIN)%"; exit 1; }
 
 .PHONY: build
-build: ## Build the manager binary.
+build: go-mod-download ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
 ##@ Tools

@@ -39,5 +39,5 @@ run-down: localcluster ## Stop `make run` and delete its local cluster.
 	$(LOCALBIN)/localcluster down $(LOCALCLUSTER_FLAGS)
 
 .PHONY: localcluster
-localcluster: ## Build bin/localcluster (drives kwokctl for make run).
+localcluster: go-mod-download ## Build bin/localcluster (drives kwokctl for make run).
 	go build -o $(LOCALBIN)/localcluster ./cmd/localcluster

@@ -26,12 +26,18 @@ import (
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct free ports: every listener is held until all
+// are chosen, so the kernel cannot hand the same port out twice.
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
 }
 
 // start runs train.py under torchrun with the env of the given pod, in its
@@ -59,7 +65,9 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	ckptDir := t.TempDir()
 	w := testutil.TrainingJob("resume", "ml-team").Workers(1).GPUs(0).
 		Hyperparameter("epochs", 6).Hyperparameter("epochSeconds", 0.5)
-	w.Spec.Networking.MasterPort = int32(freePort(t))
+	// The rendezvous and metrics ports of both attempts.
+	ports := freePorts(t, 4)
+	w.Spec.Networking.MasterPort = int32(ports[0])
 	w.Spec.Checkpoint.Path = ckptDir
 	w.Spec.Checkpoint.KeepLast = 2
 	job := w.Obj()
@@ -68,7 +76,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 
 	// Attempt 0: read progress the way the operator does until a checkpoint
 	// exists, then kill the trainer mid-epoch.
-	port := freePort(t)
+	port := ports[1]
 	cmd, out := start(t, ctx, job, 0, port)
 	scraper := trainingjob.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
@@ -87,7 +95,11 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	assert.Equal(t, int32(6), job.Status.TotalEpochs)
 	assert.Equal(t, filepath.Join(ckptDir, "epoch-"+strconv.Itoa(int(saved))), job.Status.LastCheckpoint.Path)
 
-	// Attempt 1: the operator's env points at that checkpoint.
+	// Attempt 1: the operator's env points at that checkpoint. On a cluster
+	// it runs in a new pod with a network namespace of its own; here both
+	// attempts share the machine's, where the killed attempt's rendezvous
+	// port can linger (TIME_WAIT), so it gets another one.
+	job.Spec.Networking.MasterPort = int32(ports[2])
 	next := trainingjob.DesiredWorkerPod(job, 0, 1, trainingjob.Config{})
 	var resume string
 	for _, e := range next.Spec.Containers[0].Env {
@@ -97,7 +109,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	}
 	require.Equal(t, job.Status.LastCheckpoint.Path, resume)
 
-	cmd, out = start(t, ctx, job, 1, freePort(t))
+	cmd, out = start(t, ctx, job, 1, ports[3])
 	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
 	log := out.String()
 	assert.Contains(t, log, "resumed from checkpoint epoch "+strconv.Itoa(int(saved)))

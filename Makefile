@@ -100,10 +100,11 @@ $(STAMPS):
 
 define k8s_tool
 $$(STAMPS)/$(1)-$$(K8S_VERSION): | $$(STAMPS)
+	@echo "building $(1) v$$(K8S_VERSION) into $$(LOCALBIN) (hack/tools/k8s)"
 	cd hack/tools/k8s && GONOSUMDB=k8s.io GOFLAGS=-mod=mod go build -ldflags "$$(K8S_LDFLAGS)" -o $$(LOCALBIN)/$(1) k8s.io/kubernetes/cmd/$(1)
 	touch $$@
 endef
-$(foreach t,kube-apiserver kube-controller-manager kube-scheduler kubectl,$(eval $(call k8s_tool,$(t))))
+$(foreach t,kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy,$(eval $(call k8s_tool,$(t))))
 
 $(STAMPS)/etcd-$(ETCD_VERSION): | $(STAMPS)
 	cd hack/tools/etcd && GOFLAGS=-mod=mod go build -o $(LOCALBIN)/etcd .

@@ -11,3 +11,5 @@ KWOK_VERSION           ?= v0.7.0
 OPERATOR_SDK_VERSION   ?= v1.34.1
 OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
+COREDNS_VERSION        ?= v1.14.7
+REGISTRY_VERSION       ?= v3.1.2

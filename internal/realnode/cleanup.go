@@ -91,7 +91,9 @@ func unmountAll(dir string) error {
 // removeWorkdir deletes dir, but only when nothing is mounted below it any
 // more: a bind mount left in a container's root filesystem would make
 // RemoveAll delete the files of the host directory it shows.
-func removeWorkdir(dir string) error {
+func removeWorkdir(dir string) error { return removeUnlessMounted(dir, mountsUnder) }
+
+func removeUnlessMounted(dir string, mountsUnder func(string) ([]string, error)) error {
 	mounts, err := mountsUnder(dir)
 	if err != nil {
 		return err

@@ -239,3 +239,11 @@ func killContainers(ctx context.Context, runcRoot string) {
 		}
 	}
 }
+
+func imageClient(socket string) (runtimeapi.ImageServiceClient, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return runtimeapi.NewImageServiceClient(conn), nil
+}

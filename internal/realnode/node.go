@@ -388,7 +388,10 @@ http:
 		return err
 	}
 	n.logf("Starting the local registry on %s (storage %s)", n.Registry, storage)
-	p, err := n.start("registry", "registry", []string{"serve", cfg})
+	// distribution exports OpenTelemetry traces by default (to an OTLP
+	// endpoint the environment may name): off.
+	p, err := n.start("registry", "registry", []string{"serve", cfg},
+		"OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,10 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
+		// Webhooks and aggregated APIs are called at their pods' addresses,
+		// not their ClusterIPs: a connection from this machine to a ClusterIP
+		// meets the unreachable route before kube-proxy's OUTPUT rules.
+		"--enable-aggregator-routing=true",
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--event-ttl=30m",

@@ -496,3 +496,11 @@ func readJSON(path string, v any) error {
 	}
 	return json.Unmarshal(b, v)
 }
+
+// TrainerRootfs is the root filesystem of the trainer image: Debian
+// bookworm with PyTorch and the Prometheus client, for test/trainer/train.py.
+var TrainerRootfs = images.Rootfs{
+	Suite:    "bookworm",
+	Variant:  "apt",
+	Packages: []string{"python3-torch", "python3-prometheus-client"},
+}

@@ -34,7 +34,7 @@ realnode: ## Build bin/realnode (the real node harness's command).
 	go build -o $(LOCALBIN)/realnode ./cmd/realnode
 
 .PHONY: e2e-real
-e2e-real: node-packages node-tools ## End-to-end suite on a real single-node cluster (test/e2ereal; root).
+e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator and a real two-rank PyTorch job.
 	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -v $(E2E_REAL_FLAGS)
 
 .PHONY: run-real

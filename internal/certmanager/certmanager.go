@@ -31,11 +31,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	"github.com/cert-manager/cert-manager/pkg/util"
 
 	// Each controller and issuer registers itself with cert-manager by import.
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
@@ -132,7 +134,13 @@ func Run(ctx context.Context, kubeconfig string) (done <-chan struct{}, err erro
 	}); err != nil {
 		return nil, fmt.Errorf("cainjector: %w", err)
 	}
-	go func() { finished <- mgr.Start(ctx) }()
+	go func() {
+		err := mgr.Start(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cert-manager cainjector stopped: %v\n", err)
+		}
+		finished <- err
+	}()
 
 	all := make(chan struct{})
 	go func() {
@@ -167,6 +175,7 @@ func injectorManager(kubeconfig string) (manager.Manager, error) {
 		}
 	}
 	return manager.New(cfg, manager.Options{
+		Logger:                 klog.NewKlogr().WithName("cainjector"),
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -176,6 +185,12 @@ func injectorManager(kubeconfig string) (manager.Manager, error) {
 	})
 }
 
+// restConfig carries cert-manager's user agent: the injector derives its
+// server-side apply field manager from it (an empty one is refused).
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return util.RestConfigWithUserAgent(cfg, "cainjector"), nil
 }

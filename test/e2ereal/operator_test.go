@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -22,9 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
 	"github.com/ml-operator/ml-operator/internal/certmanager"
 	"github.com/ml-operator/ml-operator/internal/images"
 	"github.com/ml-operator/ml-operator/internal/realnode"
@@ -39,6 +43,10 @@ const (
 	ManagerDeployment = "ml-operator-controller-manager"
 )
 
+// opClient knows the operator's kinds and CRDs (node.Client knows only the
+// built-in kinds).
+var opClient client.Client
+
 // TestOperator installs the operator the way a user does (`make deploy` of
 // config/default, with cert-manager for the webhook certificate) on the
 // real node and runs a real two-rank PyTorch job with it.
@@ -46,6 +54,11 @@ func TestOperator(t *testing.T) {
 	ctx := context.Background()
 	repo, err := filepath.Abs("../..")
 	require.NoError(t, err)
+	// cert-manager's injector logs through controller-runtime's logger.
+	ctrllog.SetLogger(klog.NewKlogr())
+	var err2 error
+	opClient, err2 = client.New(node.Config, client.Options{Scheme: cluster.Scheme()})
+	require.NoError(t, err2)
 	deployOperator(t, ctx, repo)
 	t.Run("WebhookAnswersThroughItsService", testWebhookAnswers)
 	t.Run("TwoRankPyTorchJobCompletes", testTwoRankPyTorchJob)
@@ -115,11 +128,11 @@ func testWebhookAnswers(t *testing.T) {
 	}
 	var err error
 	require.NoError(t, poll(2*time.Minute, func() bool {
-		err = node.Client.Create(context.Background(), job)
+		err = opClient.Create(context.Background(), job)
 		// Until the CA is injected the call fails with a TLS error, not a
 		// denial.
 		return err != nil && strings.Contains(err.Error(), "denied the request")
-	}), "last error: %v", err)
+	}), "last error: %v\n%s", err, webhookDiagnostics())
 	require.Contains(t, err.Error(), "RANK")
 }
 
@@ -166,22 +179,22 @@ func testTwoRankPyTorchJob(t *testing.T) {
 		Spec: mlv1.TrainingJobSpec{
 			Framework:  "pytorch",
 			Image:      TrainerImage,
-			Command:    []string{"/usr/bin/torchrun", "/opt/trainer/train.py"},
+			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
+			// its output is redirected; the operator reserves every PET_*
+			// variable, so these are flags.
+			Command:    []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
 			NumWorkers: 2,
-			// Debian's torch 1.13 torchrun needs redirects on under Python
-			// 3.11 (docs TOOLCHAIN); the trainer's own settings keep it short.
-			Env: []corev1.EnvVar{{Name: "PET_REDIRECTS", Value: "1"}, {Name: "PET_TEE", Value: "1"}},
 			Hyperparameters: map[string]mlv1.HyperparameterValue{
 				"epochs": {Raw: []byte("3")},
 			},
 			Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: &empty, Size: &size}},
 		},
 	}
-	require.NoError(t, node.Client.Create(ctx, job))
+	require.NoError(t, opClient.Create(ctx, job))
 	began = time.Now()
 	got := &mlv1.TrainingJob{}
 	err = poll(10*time.Minute, func() bool {
-		if node.Client.Get(ctx, client.ObjectKeyFromObject(job), got) != nil {
+		if opClient.Get(ctx, client.ObjectKeyFromObject(job), got) != nil {
 			return false
 		}
 		return got.Status.State == mlv1.StateCompleted || got.Status.State == mlv1.StateFailed
@@ -192,6 +205,27 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	t.Logf("two-rank job Completed in %s", time.Since(began).Round(100*time.Millisecond))
 	ckpts, _ := filepath.Glob(filepath.Join(dir, "epoch-*"))
 	require.NotEmpty(t, ckpts, "rank 0 wrote no checkpoint into the claim")
+}
+
+// webhookDiagnostics tells whether cert-manager issued the serving
+// certificate and injected its CA.
+func webhookDiagnostics() string {
+	ctx := context.Background()
+	var b strings.Builder
+	mw := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	_ = opClient.List(ctx, mw)
+	for _, c := range mw.Items {
+		fmt.Fprintf(&b, "mutating %s annotations %v\n", c.Name, c.Annotations)
+		for _, w := range c.Webhooks {
+			fmt.Fprintf(&b, "  %s caBundle %d bytes\n", w.Name, len(w.ClientConfig.CABundle))
+		}
+	}
+	secrets := &corev1.SecretList{}
+	_ = opClient.List(ctx, secrets, client.InNamespace(OperatorNamespace))
+	for _, s := range secrets.Items {
+		fmt.Fprintf(&b, "secret %s type %s keys %d\n", s.Name, s.Type, len(s.Data))
+	}
+	return b.String() + managerDiagnostics(ctx)
 }
 
 func binDir(repo string) string {
@@ -225,7 +259,7 @@ func waitCRDsEstablished(t *testing.T, ctx context.Context, group string) {
 	t.Helper()
 	require.NoError(t, poll(time.Minute, func() bool {
 		list := &apiextensionsv1.CustomResourceDefinitionList{}
-		if node.Client.List(ctx, list) != nil {
+		if opClient.List(ctx, list) != nil {
 			return false
 		}
 		for _, crd := range list.Items {

@@ -177,8 +177,8 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	job := &mlv1.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: mlv1.TrainingJobSpec{
-			Framework:  "pytorch",
-			Image:      TrainerImage,
+			Framework: "pytorch",
+			Image:     TrainerImage,
 			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
 			// its output is redirected; the operator reserves every PET_*
 			// variable, so these are flags.

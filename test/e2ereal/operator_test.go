@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -182,8 +183,9 @@ func testTwoRankPyTorchJob(t *testing.T) {
 			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
 			// its output is redirected; the operator reserves every PET_*
 			// variable, so these are flags.
-			Command:    []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
-			NumWorkers: 2,
+			Command:       []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
+			NumWorkers:    2,
+			GPUsPerWorker: ptr.To[int32](0),
 			Hyperparameters: map[string]mlv1.HyperparameterValue{
 				"epochs": {Raw: []byte("3")},
 			},

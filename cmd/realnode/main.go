@@ -1,7 +1,8 @@
 // Command realnode runs a real single-node cluster on this machine
 // (internal/realnode): what `make run NODE=real` starts.
 //
-//	realnode run  [--workdir DIR] [--bin DIR] [--repo DIR]   node up until Ctrl-C, then torn down
+//	realnode run  [--workdir DIR] [--bin DIR] [--repo DIR] [--operator=false]
+//	                                     node up, operator deployed (make deploy), until Ctrl-C; then torn down
 //	realnode down [--workdir DIR]                            remove what a killed run left behind
 package main
 
@@ -30,13 +31,14 @@ func main() {
 	fs.StringVar(&opts.BinDir, "bin", filepath.Join(wd, "bin"), "Directory with the node's binaries (make node-tools).")
 	fs.StringVar(&opts.RepoRoot, "repo", wd, "Repository root.")
 	fs.BoolVar(&opts.KeepWorkdir, "keep-workdir", false, "Keep the workdir (logs) after teardown.")
+	operator := fs.Bool("operator", true, "Deploy the operator (manager image from ./cmd, cert-manager, make deploy).")
 	_ = fs.Parse(os.Args[2:])
 
 	var err error
 	if os.Args[1] == "down" {
 		err = realnode.Down(context.Background(), opts.Workdir)
 	} else {
-		err = run(opts)
+		err = run(opts, *operator)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "realnode %s: %v\n", os.Args[1], err)
@@ -44,7 +46,7 @@ func main() {
 	}
 }
 
-func run(opts realnode.Options) (err error) {
+func run(opts realnode.Options, operator bool) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()
@@ -58,9 +60,32 @@ func run(opts realnode.Options) (err error) {
 			err = serr
 		}
 	}()
-	fmt.Printf("\nReal node %q is Ready (%s). Registry: %s. Component logs: %s\n\n",
+	if operator {
+		// cert-manager runs in this process until cmCtx ends; it stops
+		// before the node does (defers run last first).
+		cmCtx, stopCM := context.WithCancel(ctx)
+		done, err := n.DeployOperator(cmCtx)
+		defer func() {
+			stopCM()
+			if done != nil {
+				<-done
+			}
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nReal node %q is Ready (%s). Registry: %s. Component logs: %s\n",
 		realnode.NodeName, time.Since(began).Round(time.Second), n.Registry, n.LogsDir())
+	if operator {
+		fmt.Printf("The operator runs in %s (image %s, from make deploy); cert-manager runs in this process.\n",
+			realnode.OperatorNamespace, realnode.ManagerImage)
+	}
+	fmt.Println()
 	fmt.Printf("export KUBECONFIG=%s\n\n", n.Kubeconfig)
+	fmt.Printf("Then, in another terminal (kubectl is in %s):\n", opts.BinDir)
+	fmt.Println("  kubectl get nodes -o wide")
+	fmt.Println("  kubectl get pods -A")
 	fmt.Println("Stop with Ctrl-C.")
 	<-ctx.Done()
 	return nil

@@ -31,7 +31,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -324,11 +326,26 @@ func (n *Node) connect() error {
 	return err
 }
 
-// Scheme holds the built-in Kubernetes types.
+// Scheme holds the built-in Kubernetes types and CRDs.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
 	return s
+}
+
+// PodLog reads a pod's log through the API server, which asks the kubelet:
+// the path `kubectl logs` takes.
+func (n *Node) PodLog(ctx context.Context, ns, name string) (string, error) {
+	cs, err := kubernetes.NewForConfig(n.Config)
+	if err != nil {
+		return "", err
+	}
+	b, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("logs of %s/%s: %w", ns, name, err)
+	}
+	return string(b), nil
 }
 
 // startContainerd writes containerd's configuration and starts it with its

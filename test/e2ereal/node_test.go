@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-operator/ml-operator/internal/realnode"
@@ -111,18 +110,9 @@ func retry(t *testing.T, timeout time.Duration, what string, attempt func(i int)
 	return log
 }
 
-// readLog reads the container log through the API server, which asks the
-// kubelet: the path `kubectl logs` takes.
+// readLog reads the container log through the API server (kubectl logs).
 func readLog(ns, name string) (string, error) {
-	cs, err := kubernetes.NewForConfig(node.Config)
-	if err != nil {
-		return "", err
-	}
-	b, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(context.Background())
-	if err != nil {
-		return "", fmt.Errorf("logs of %s/%s: %w", ns, name, err)
-	}
-	return string(b), nil
+	return node.PodLog(context.Background(), ns, name)
 }
 
 // runningPod creates the pod and waits until it is Ready; it returns the

@@ -3,12 +3,9 @@
 package e2ereal
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,13 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,19 +23,13 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
-	"github.com/ml-operator/ml-operator/internal/certmanager"
 	"github.com/ml-operator/ml-operator/internal/images"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
-// The images the operator ships with, built here under the same names.
-const (
-	ManagerImage = "ghcr.io/ml-operator/ml-operator:v0.2.0"
-	TrainerImage = "ghcr.io/ml-operator/trainer-example:e2e"
-	// OperatorNamespace and ManagerDeployment are config/default's.
-	OperatorNamespace = "ml-operator-system"
-	ManagerDeployment = "ml-operator-controller-manager"
-)
+// TrainerImage is the example trainer (test/trainer/train.py on Debian's
+// PyTorch), built here.
+const TrainerImage = "ghcr.io/ml-operator/trainer-example:e2e"
 
 // opClient knows the operator's kinds and CRDs (node.Client knows only the
 // built-in kinds).
@@ -52,65 +39,26 @@ var opClient client.Client
 // config/default, with cert-manager for the webhook certificate) on the
 // real node and runs a real two-rank PyTorch job with it.
 func TestOperator(t *testing.T) {
-	ctx := context.Background()
-	repo, err := filepath.Abs("../..")
-	require.NoError(t, err)
 	// cert-manager's injector logs through controller-runtime's logger.
 	ctrllog.SetLogger(klog.NewKlogr())
-	var err2 error
-	opClient, err2 = client.New(node.Config, client.Options{Scheme: cluster.Scheme()})
-	require.NoError(t, err2)
-	deployOperator(t, ctx, repo)
+	var err error
+	opClient, err = client.New(node.Config, client.Options{Scheme: cluster.Scheme()})
+	require.NoError(t, err)
+	deployOperator(t)
 	t.Run("WebhookAnswersThroughItsService", testWebhookAnswers)
 	t.Run("TwoRankPyTorchJobCompletes", testTwoRankPyTorchJob)
 }
 
-func deployOperator(t *testing.T, ctx context.Context, repo string) {
+func deployOperator(t *testing.T) {
 	t.Helper()
-	began := time.Now()
-	bin := filepath.Join(t.TempDir(), "manager")
-	require.NoError(t, images.GoBinary(ctx, repo, "./cmd", bin))
-	require.NoError(t, node.PushImage(ctx, images.Spec{
-		Ref:        ManagerImage,
-		Files:      []images.File{{Source: bin, Path: "/manager"}},
-		Entrypoint: []string{"/manager"},
-		// As the Dockerfile's distroless nonroot image: the Deployment
-		// says runAsNonRoot.
-		User: "65532:65532",
-	}))
-	t.Logf("manager image built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
-
-	files, err := certmanager.CRDFiles(repo)
-	require.NoError(t, err)
-	for _, f := range files {
-		applyFile(t, ctx, f)
-	}
-	waitCRDsEstablished(t, ctx, "cert-manager.io")
 	cmCtx, stopCM := context.WithCancel(context.Background())
-	done, err := certmanager.Run(cmCtx, node.Kubeconfig)
-	require.NoError(t, err)
-	t.Cleanup(func() { stopCM(); <-done })
-
-	// make deploy, as documented, against the real node.
-	began = time.Now()
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "deploy", "IMG="+ManagerImage,
-		"DEPLOY_KUBECTL="+filepath.Join(binDir(repo), "kubectl"))
-	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "make deploy:\n%s", out)
-
-	var dep appsv1.Deployment
-	err = poll(3*time.Minute, func() bool {
-		if node.Client.Get(ctx, client.ObjectKey{Namespace: OperatorNamespace, Name: ManagerDeployment}, &dep) != nil {
-			return false
-		}
-		return dep.Status.AvailableReplicas >= 1
-	})
-	if err != nil {
-		t.Fatalf("manager Deployment not Available: %v\nstatus: %+v\n%s", err, dep.Status, managerDiagnostics(ctx))
+	done, err := node.DeployOperator(cmCtx)
+	if done != nil {
+		t.Cleanup(func() { stopCM(); <-done })
+	} else {
+		t.Cleanup(stopCM)
 	}
-	t.Logf("make deploy to an Available manager in %s", time.Since(began).Round(100*time.Millisecond))
+	require.NoError(t, err)
 }
 
 // testWebhookAnswers: the API server reaches the manager's webhook server
@@ -201,7 +149,7 @@ func testTwoRankPyTorchJob(t *testing.T) {
 		}
 		return got.Status.State == mlv1.StateCompleted || got.Status.State == mlv1.StateFailed
 	})
-	logs := workerLogs(ctx, ns)
+	logs := node.NamespaceDiagnostics(ctx, ns)
 	require.NoError(t, err, "job state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, logs)
 	require.Equal(t, mlv1.StateCompleted, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, logs)
 	t.Logf("two-rank job Completed in %s", time.Since(began).Round(100*time.Millisecond))
@@ -223,11 +171,11 @@ func webhookDiagnostics() string {
 		}
 	}
 	secrets := &corev1.SecretList{}
-	_ = opClient.List(ctx, secrets, client.InNamespace(OperatorNamespace))
+	_ = opClient.List(ctx, secrets, client.InNamespace(realnode.OperatorNamespace))
 	for _, s := range secrets.Items {
 		fmt.Fprintf(&b, "secret %s type %s keys %d\n", s.Name, s.Type, len(s.Data))
 	}
-	return b.String() + managerDiagnostics(ctx)
+	return b.String() + node.OperatorDiagnostics(ctx)
 }
 
 func binDir(repo string) string {
@@ -235,98 +183,4 @@ func binDir(repo string) string {
 		return b
 	}
 	return filepath.Join(repo, "bin")
-}
-
-// applyFile creates every object of a YAML file (server-side apply).
-func applyFile(t *testing.T, ctx context.Context, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			break
-		} else {
-			require.NoError(t, err, path)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		require.NoError(t, node.Client.Patch(ctx, u, client.Apply, client.FieldOwner("e2ereal"), client.ForceOwnership), "%s %s", u.GetKind(), u.GetName())
-	}
-}
-
-func waitCRDsEstablished(t *testing.T, ctx context.Context, group string) {
-	t.Helper()
-	require.NoError(t, poll(time.Minute, func() bool {
-		list := &apiextensionsv1.CustomResourceDefinitionList{}
-		if opClient.List(ctx, list) != nil {
-			return false
-		}
-		for _, crd := range list.Items {
-			if crd.Spec.Group != group {
-				continue
-			}
-			established := false
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					established = true
-				}
-			}
-			if !established {
-				return false
-			}
-		}
-		return true
-	}))
-}
-
-// managerDiagnostics is what a failing deploy needs: the manager pods'
-// states and the events of the operator namespace.
-func managerDiagnostics(ctx context.Context) string {
-	var b strings.Builder
-	pods := &corev1.PodList{}
-	_ = node.Client.List(ctx, pods, client.InNamespace(OperatorNamespace))
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "pod %s: %s\n", p.Name, p.Status.Phase)
-		for _, c := range p.Status.ContainerStatuses {
-			fmt.Fprintf(&b, "  %s ready=%t restarts=%d state=%+v last=%+v\n", c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
-		}
-		if log, err := readLog(OperatorNamespace, p.Name); err == nil {
-			if len(log) > 3000 {
-				log = log[len(log)-3000:]
-			}
-			fmt.Fprintf(&b, "  log:\n%s\n", log)
-		}
-	}
-	events := &corev1.EventList{}
-	_ = node.Client.List(ctx, events, client.InNamespace(OperatorNamespace))
-	for _, e := range events.Items {
-		fmt.Fprintf(&b, "event %s %s: %s\n", e.InvolvedObject.Name, e.Reason, e.Message)
-	}
-	return b.String()
-}
-
-func workerLogs(ctx context.Context, ns string) string {
-	var b strings.Builder
-	pods := &corev1.PodList{}
-	_ = node.Client.List(ctx, pods, client.InNamespace(ns))
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "pod %s: %s\n", p.Name, p.Status.Phase)
-		if log, err := readLog(ns, p.Name); err == nil {
-			if len(log) > 2000 {
-				log = log[len(log)-2000:]
-			}
-			fmt.Fprintf(&b, "%s\n", log)
-		} else {
-			fmt.Fprintf(&b, "  (no log: %v)\n", err)
-		}
-	}
-	events := &corev1.EventList{}
-	_ = node.Client.List(ctx, events, client.InNamespace(ns))
-	for _, e := range events.Items {
-		fmt.Fprintf(&b, "event %s %s: %s\n", e.InvolvedObject.Name, e.Reason, e.Message)
-	}
-	return b.String()
 }

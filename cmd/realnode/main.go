@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
@@ -47,6 +50,28 @@ func main() {
 }
 
 func run(opts realnode.Options, operator bool) (err error) {
+	// A Ctrl-C also ends whatever reads our output (make's pipe, tee): a
+	// write to it must not kill this process half way through teardown.
+	signal.Ignore(syscall.SIGPIPE)
+	// cert-manager logs through klog and controller-runtime: into a file
+	// of the workdir, not over the terminal.
+	if operator {
+		if err := os.MkdirAll(filepath.Join(opts.Workdir, "logs"), 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(opts.Workdir, "logs", "cert-manager.log"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("logtostderr", "false")
+		_ = fs.Set("alsologtostderr", "false")
+		_ = fs.Set("stderrthreshold", "FATAL")
+		klog.SetOutput(f)
+		ctrllog.SetLogger(klog.NewKlogr())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	began := time.Now()

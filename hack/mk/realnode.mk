@@ -40,3 +40,7 @@ e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real singl
 .PHONY: run-real
 run-real: node-packages node-tools realnode ## A real single-node cluster until Ctrl-C (what `make run NODE=real` runs).
 	$(LOCALBIN)/realnode run --workdir $(REALNODE_WORKDIR) --bin $(LOCALBIN) $(REALNODE_FLAGS)
+
+.PHONY: run-real-down
+run-real-down: realnode ## Remove what a killed `make run NODE=real` left on the machine (processes, mounts, routes, rules, namespaces, cgroups).
+	$(LOCALBIN)/realnode down --workdir $(REALNODE_WORKDIR)

@@ -153,6 +153,10 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	require.NoError(t, err, "job state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, logs)
 	require.Equal(t, mlv1.StateCompleted, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, logs)
 	t.Logf("two-rank job Completed in %s", time.Since(began).Round(100*time.Millisecond))
+	// The gang formed on its first attempt: rank 1 found rank 0 through the
+	// headless Service's DNS name without a restart.
+	require.Zero(t, got.Status.Restarts, "gang restarts")
+	require.Zero(t, got.Status.Disruptions, "disruptions")
 	ckpts, _ := filepath.Glob(filepath.Join(dir, "epoch-*"))
 	require.NotEmpty(t, ckpts, "rank 0 wrote no checkpoint into the claim")
 }

@@ -196,5 +196,9 @@ func sweep(ctx context.Context, workdir string, netnsBefore map[string]bool) err
 	errs = append(errs, removeKubepodsCgroups())
 	errs = append(errs, tearDownNetwork(ctx))
 	errs = append(errs, restoreTunables(filepath.Join(workdir, "tunables.json")))
+	var host hostSnapshot
+	if readJSON(filepath.Join(workdir, "host-before.json"), &host) == nil {
+		errs = append(errs, host.cleanHost())
+	}
 	return errors.Join(errs...)
 }

@@ -126,6 +126,8 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--cluster-signing-cert-file=" + p.CA(),
 		"--cluster-signing-key-file=" + p.path("ca.key"),
+		// Its default is under /usr/libexec; nothing uses FlexVolume here.
+		"--flex-volume-plugin-dir=" + filepath.Join(w, "volume-plugins"),
 		"--profiling=false",
 	}); err != nil {
 		return err

@@ -57,6 +57,12 @@ func Leftovers(ctx context.Context, workdir string) []string {
 	if dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", kubepodsCgroup)); len(dirs) > 0 {
 		left = append(left, "cgroups: "+strings.Join(dirs, ", "))
 	}
+	var host hostSnapshot
+	if readJSON(filepath.Join(workdir, "host-before.json"), &host) == nil {
+		left = append(left, host.describe()...)
+	} else {
+		left = append(left, "no record of the host paths from before the run (host-before.json)")
+	}
 	if _, err := os.Stat(filepath.Join(workdir, "tunables.json")); err == nil {
 		left = append(left, "sysctls not restored (tunables.json still in the workdir)")
 	}

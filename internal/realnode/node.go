@@ -168,6 +168,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := writeJSON(filepath.Join(opts.Workdir, "netns-before.json"), n.netnsBefore); err != nil {
 		return n, err
 	}
+	if err := writeJSON(filepath.Join(opts.Workdir, "host-before.json"), snapshotHost()); err != nil {
+		return n, err
+	}
 	if err := saveTunables(filepath.Join(opts.Workdir, "tunables.json")); err != nil {
 		return n, err
 	}

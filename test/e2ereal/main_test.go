@@ -82,7 +82,7 @@ func runSuite(m *testing.M) (code int) {
 		}
 		code = 1
 	} else {
-		fmt.Fprintln(os.Stderr, "teardown left no process, mount, route, address, bridge, iptables chain, namespace or cgroup")
+		fmt.Fprintln(os.Stderr, "teardown left no process, mount, route, address, bridge, iptables chain, namespace, cgroup or host file")
 	}
 	if code != 0 || *keepLogs {
 		fmt.Fprintf(os.Stderr, "node logs kept in %s\n", filepath.Join(workdir, "logs"))

@@ -97,11 +97,11 @@ func killRecorded(workdir string) {
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err == nil && pid > 1 {
-			// Only a process whose command line mentions the workdir or
-			// names the recorded component is ours.
+			// Only a process whose command line names the workdir is ours
+			// (every part gets a config, data or certificate path in it): a
+			// recorded pid may have been reused by anything since.
 			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			name := strings.TrimSuffix(filepath.Base(f), ".pid")
-			if err == nil && (strings.Contains(string(cmdline), workdir) || strings.Contains(string(cmdline), name)) {
+			if err == nil && strings.Contains(string(cmdline), workdir) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				waitGone(pid, 10*time.Second)
 			}

@@ -3,6 +3,7 @@ package modeldeployment
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,8 +75,8 @@ func TestRouterDetectorKeepsLastResultOnError(t *testing.T) {
 // The timer notices a router installed after start, stores it and signals
 // the change once; a tick that finds nothing new signals nothing.
 func TestRouterDetectorTimerSignalsChanges(t *testing.T) {
-	fake := &kubetesting.Fake{}
-	d := NewRouterDetector(&fakediscovery.FakeDiscovery{Fake: fake}, 5*time.Millisecond)
+	fake := &lockedDiscovery{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: &kubetesting.Fake{}}}
+	d := NewRouterDetector(fake, 5*time.Millisecond)
 	if _, err := d.Detect(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +95,7 @@ func TestRouterDetectorTimerSignalsChanges(t *testing.T) {
 		t.Fatal("a change signalled while nothing changed")
 	case <-time.After(50 * time.Millisecond):
 	}
-	fake.Lock()
-	fake.Resources = []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "httproutes")}
-	fake.Unlock()
+	fake.setResources(resources("gateway.networking.k8s.io/v1", "httproutes"))
 	select {
 	case ev := <-d.Changes():
 		if _, ok := ev.Object.(*mlv1.ModelDeployment); !ok {
@@ -113,4 +112,24 @@ func TestRouterDetectorTimerSignalsChanges(t *testing.T) {
 		t.Error("one change signalled twice")
 	case <-time.After(50 * time.Millisecond):
 	}
+}
+
+// lockedDiscovery lets a test change the served resources while the
+// detector's timer reads them: client-go's FakeDiscovery reads Resources
+// without its lock.
+type lockedDiscovery struct {
+	*fakediscovery.FakeDiscovery
+	mu sync.Mutex
+}
+
+func (l *lockedDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.FakeDiscovery.ServerResourcesForGroupVersion(gv)
+}
+
+func (l *lockedDiscovery) setResources(r ...*metav1.APIResourceList) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.Resources = r
 }

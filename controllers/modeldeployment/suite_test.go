@@ -23,8 +23,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
 	mdctrl "github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -176,7 +176,7 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startManager runs the real manager (cmd/manager) with plain-HTTP metrics
+// startManager runs the real manager (internal/manager) with plain-HTTP metrics
 // and no webhooks, and returns its /metrics URL.
 func startManager(t *testing.T, env *testutil.Env) string {
 	t.Helper()

@@ -12,7 +12,7 @@ var updateDocs = flag.Bool("update", false, "rewrite the manager flags table in 
 
 const (
 	flagsDocPath  = "../../docs/install.md"
-	flagsDocBegin = "<!-- BEGIN GENERATED: manager flags (go test ./cmd/manager -run TestFlagsTableIsFresh -update) -->"
+	flagsDocBegin = "<!-- BEGIN GENERATED: manager flags (go test ./internal/manager -run TestFlagsTableIsFresh -update) -->"
 	flagsDocEnd   = "<!-- END GENERATED: manager flags -->"
 )
 
@@ -56,5 +56,5 @@ func TestFlagsTableIsFresh(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("the manager flags table in %s is stale; run: go test ./cmd/manager -run TestFlagsTableIsFresh -update", flagsDocPath)
+	t.Errorf("the manager flags table in %s is stale; run: go test ./internal/manager -run TestFlagsTableIsFresh -update", flagsDocPath)
 }

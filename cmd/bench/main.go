@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ml-operator/ml-operator/cmd/bench/bench"
+	"github.com/ml-operator/ml-operator/test/bench"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func usage() {
 }
 
 type flags struct {
-	opts    cluster.Options
+	opts    localcluster.Options
 	manager string
 	extra   []string
 }
@@ -84,15 +84,15 @@ func down(args []string) error {
 	if err != nil {
 		return err
 	}
-	if pid := cluster.RunningPID(f.opts); pid != 0 {
+	if pid := localcluster.RunningPID(f.opts); pid != 0 {
 		fmt.Fprintf(os.Stderr, "Stopping `make run` (pid %d)\n", pid)
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(time.Minute)
-		for cluster.RunningPID(f.opts) == pid && time.Now().Before(deadline) {
+		for localcluster.RunningPID(f.opts) == pid && time.Now().Before(deadline) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	if err := cluster.Delete(context.Background(), f.opts); err != nil {
+	if err := localcluster.Delete(context.Background(), f.opts); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "Local cluster %q deleted\n", f.opts.Name)
@@ -111,7 +111,7 @@ func run(args []string) (err error) {
 	}
 	// One run per workdir: a second one must neither delete the running
 	// cluster nor attach a second manager to it.
-	unlock, cleared, err := cluster.Lock(f.opts)
+	unlock, cleared, err := localcluster.Lock(f.opts)
 	if err != nil {
 		return err
 	}
@@ -122,9 +122,9 @@ func run(args []string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	c, err := cluster.Create(ctx, f.opts)
+	c, err := localcluster.Create(ctx, f.opts)
 	if err != nil {
-		_ = cluster.Delete(context.Background(), f.opts)
+		_ = localcluster.Delete(context.Background(), f.opts)
 		return err
 	}
 	reaper, err := c.StartReaper(os.Getpid(), false)
@@ -144,7 +144,7 @@ func run(args []string) (err error) {
 		return err
 	}
 	c.RunTrainers(ctx, os.Stderr)
-	cert, err := cluster.WriteServingCert(filepath.Join(f.opts.Workdir, "webhook-certs"))
+	cert, err := localcluster.WriteServingCert(filepath.Join(f.opts.Workdir, "webhook-certs"))
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func run(args []string) (err error) {
 	}
 	conversion := false
 	if webhooks {
-		w := cluster.Webhook{Port: ports.webhook, CABundle: cert.CABundle}
+		w := localcluster.Webhook{Port: ports.webhook, CABundle: cert.CABundle}
 		if webhooks, conversion, err = installWebhooks(ctx, c, w); err != nil {
 			return err
 		}
@@ -208,10 +208,10 @@ func run(args []string) (err error) {
 	}
 }
 
-func describeNodes(o cluster.Options) string {
+func describeNodes(o localcluster.Options) string {
 	nodes := o.Nodes
 	if nodes == nil {
-		nodes = cluster.DefaultNodes()
+		nodes = localcluster.DefaultNodes()
 	}
 	gpuNodes, cpuNodes, gpus := 0, 0, 0
 	for _, n := range nodes {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // managerPorts are the manager's listeners, all on 127.0.0.1.
@@ -21,7 +21,7 @@ func freeManagerPorts() (managerPorts, error) {
 	var p managerPorts
 	for _, port := range []*int{&p.webhook, &p.metrics, &p.probe} {
 		var err error
-		if *port, err = cluster.FreePort(); err != nil {
+		if *port, err = localcluster.FreePort(); err != nil {
 			return p, err
 		}
 	}
@@ -93,7 +93,7 @@ func (m *managerProcess) waitReady(ctx context.Context, port int) error {
 
 // installWebhooks points the cluster's webhook configurations, and the
 // TrainingJob conversion, at the manager on 127.0.0.1 (whatever it serves).
-func installWebhooks(ctx context.Context, c *cluster.Cluster, w cluster.Webhook) (webhooks, conversion bool, err error) {
+func installWebhooks(ctx context.Context, c *localcluster.Cluster, w localcluster.Webhook) (webhooks, conversion bool, err error) {
 	installed, skipped, err := c.InstallWebhooks(ctx, w)
 	if err != nil {
 		return false, false, err
@@ -104,7 +104,7 @@ func installWebhooks(ctx context.Context, c *cluster.Cluster, w cluster.Webhook)
 	if len(skipped) > 0 {
 		fmt.Fprintf(os.Stderr, "Not installed, the manager does not serve them yet: %s\n", strings.Join(skipped, ", "))
 	}
-	if ok, _ := cluster.ServesConversion(ctx, w); ok {
+	if ok, _ := localcluster.ServesConversion(ctx, w); ok {
 		if err := c.EnableConversionWebhook(ctx, w); err != nil {
 			return false, false, err
 		}

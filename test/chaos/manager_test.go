@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // leaseNamespace holds the leader-election Lease of the replicas.
@@ -56,7 +56,7 @@ type replica struct {
 func newReplica(name, bin, kubeconfig, workdir string, leaderElect bool) (*replica, error) {
 	var ports [2]int
 	for i := range ports {
-		p, err := cluster.FreePort()
+		p, err := localcluster.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -27,21 +27,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // env is the running cluster every test uses.
 var env struct {
-	cluster *cluster.Cluster
+	cluster *localcluster.Cluster
 	client  client.Client
 	// webhooks lists the webhooks the manager serves and the cluster calls.
 	webhooks []string
 	// conversion is true when the TrainingJob CRD converts through the manager.
 	conversion bool
 	// trainers serve the progress contract on every Running rank 0.
-	trainers *cluster.Trainers
+	trainers *localcluster.Trainers
 }
 
 func TestMain(m *testing.M) {
@@ -56,7 +56,7 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	defer os.RemoveAll(workdir)
-	opts := cluster.Options{
+	opts := localcluster.Options{
 		RepoRoot: root,
 		BinDir:   filepath.Join(root, "bin"),
 		Workdir:  workdir,
@@ -67,10 +67,10 @@ func runSuite(m *testing.M) (code int) {
 	defer cancel()
 
 	start := time.Now()
-	c, err := cluster.Create(ctx, opts)
+	c, err := localcluster.Create(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "creating the cluster:", err)
-		_ = cluster.Delete(context.Background(), opts)
+		_ = localcluster.Delete(context.Background(), opts)
 		return 1
 	}
 	// If this process dies without the deferred teardown (a panic, the go
@@ -117,14 +117,14 @@ func runSuite(m *testing.M) (code int) {
 
 // startManager runs the manager in this process, the way `make run` runs
 // bin/manager: webhooks on 127.0.0.1 with a certificate made for it.
-func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop func(), err error) {
-	cert, err := cluster.WriteServingCert(filepath.Join(workdir, "webhook-certs"))
+func startManager(ctx context.Context, c *localcluster.Cluster, workdir string) (stop func(), err error) {
+	cert, err := localcluster.WriteServingCert(filepath.Join(workdir, "webhook-certs"))
 	if err != nil {
 		return nil, err
 	}
 	var ports [3]int
 	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
+		if ports[i], err = localcluster.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -186,14 +186,14 @@ func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop
 	}
 
 	if opts.EnableWebhooks {
-		w := cluster.Webhook{Port: opts.WebhookPort, CABundle: cert.CABundle}
+		w := localcluster.Webhook{Port: opts.WebhookPort, CABundle: cert.CABundle}
 		installed, _, err := c.InstallWebhooks(ctx, w)
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		env.webhooks = installed
-		if ok, _ := cluster.ServesConversion(ctx, w); ok {
+		if ok, _ := localcluster.ServesConversion(ctx, w); ok {
 			if err := c.EnableConversionWebhook(ctx, w); err != nil {
 				stop()
 				return nil, err
@@ -206,7 +206,7 @@ func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop
 
 // keepLogs copies the component and manager logs out of the workdir before
 // it is deleted, so a failed run can be read afterwards.
-func keepLogs(c *cluster.Cluster, workdir string) {
+func keepLogs(c *localcluster.Cluster, workdir string) {
 	dst, err := os.MkdirTemp("", "ml-operator-e2e-logs-")
 	if err != nil {
 		return

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // podInfo is what the tracker keeps of one worker pod.
@@ -43,7 +43,7 @@ type Tracker struct {
 func StartTracker(ctx context.Context, cfg *rest.Config) (*Tracker, error) {
 	managed := labels.SelectorFromSet(labels.Set{mlv1.LabelManagedBy: mlv1.ManagedByValue})
 	c, err := cache.New(cfg, cache.Options{
-		Scheme:   cluster.Scheme(),
+		Scheme:   localcluster.Scheme(),
 		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: managed}},
 	})
 	if err != nil {

@@ -1,10 +1,10 @@
-// Package cluster brings up and tears down the local kwok cluster that
+// Package localcluster brings up and tears down the local kwok cluster that
 // `make run` and `make e2e` use: a real kube-apiserver, etcd,
 // kube-controller-manager and kube-scheduler from bin/, with kwok simulating
 // the kubelets of a handful of GPU and CPU nodes. It also prepares what the
 // operator needs on it: CRDs, a serving certificate for 127.0.0.1 and webhook
 // configurations that point at a manager running on this machine.
-package cluster
+package localcluster
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package cluster
+package localcluster
 
 import (
 	"crypto/tls"
@@ -97,7 +97,7 @@ func TestLocalWebhookConfigRefusesOtherKinds(t *testing.T) {
 }
 
 func TestSetConversionWebhookOnlyOnMultiVersionCRDs(t *testing.T) {
-	root := filepath.Join("..", "..", "..")
+	root := filepath.Join("..", "..")
 	w := Webhook{Port: 40124, CABundle: []byte("PEM")}
 
 	tj, err := readManifests(filepath.Join(root, CRDDir, "ml.example.com_trainingjobs.yaml"))
@@ -116,7 +116,7 @@ func TestSetConversionWebhookOnlyOnMultiVersionCRDs(t *testing.T) {
 }
 
 func TestStagesFileParses(t *testing.T) {
-	objs, err := readManifests(filepath.Join("..", "..", "..", StagesFile))
+	objs, err := readManifests(filepath.Join("..", "..", StagesFile))
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, o := range objs {

@@ -20,7 +20,7 @@ import (
 // BenchmarkTrainingJobAdmission is the admission webhooks' own cost per call,
 // in process: an AdmissionReview for the benchmark's job, served by the
 // defaulting and the validating handler, with no network, TLS or API server.
-// Run it with `go test -run '^$' -bench Admission ./cmd/bench/bench/`
+// Run it with `go test -run '^$' -bench Admission ./test/bench/`
 // (docs/benchmarks.md compares it with the API server's view of the calls).
 func BenchmarkTrainingJobAdmission(b *testing.B) {
 	scheme := manager.NewScheme()

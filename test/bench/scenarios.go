@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // Config is what to measure.
@@ -359,8 +359,8 @@ func (r *run) baselinePod(i int) *corev1.Pod {
 	}
 	if g := r.cfg.GPUsPerWorker; g > 0 {
 		q := *resource.NewQuantity(int64(g), resource.DecimalSI)
-		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{cluster.GPUResource: q}
-		p.Spec.Tolerations = []corev1.Toleration{{Key: cluster.GPUTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{localcluster.GPUResource: q}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: localcluster.GPUTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	}
 	return p
 }

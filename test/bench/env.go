@@ -24,13 +24,13 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // Env is a running cluster with the manager as a separate process, so its
 // RSS can be read from /proc and its heap from its /metrics.
 type Env struct {
-	Cluster *cluster.Cluster
+	Cluster *localcluster.Cluster
 	// Client talks to the API server with a high rate limit: the benchmark's
 	// own requests must not be what is measured.
 	Client client.Client
@@ -43,7 +43,7 @@ type Env struct {
 	// Webhooks lists the admission webhooks installed.
 	Webhooks []string
 	// Nodes is the number of simulated nodes.
-	Nodes []cluster.NodeSpec
+	Nodes []localcluster.NodeSpec
 
 	stop func()
 }
@@ -71,21 +71,21 @@ type EnvOptions struct {
 }
 
 // Nodes returns the simulated nodes needed for pods worker pods.
-func Nodes(pods, gpusPerWorker int) []cluster.NodeSpec {
-	var nodes []cluster.NodeSpec
+func Nodes(pods, gpusPerWorker int) []localcluster.NodeSpec {
+	var nodes []localcluster.NodeSpec
 	if gpusPerWorker > 0 {
 		perNode := 8 / gpusPerWorker
 		for i := range (pods + perNode - 1) / perNode {
-			nodes = append(nodes, cluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
+			nodes = append(nodes, localcluster.GPUNode(fmt.Sprintf("gpu-node-%d", i), 8))
 		}
 		// The GPU nodes are tainted: the latency scenario's model servers
 		// (no GPU, no toleration) need a CPU node.
-		return append(nodes, cluster.CPUNode("cpu-node-0"))
+		return append(nodes, localcluster.CPUNode("cpu-node-0"))
 	}
 	// 110 pods per node is the kubelet's default; keep some headroom for
 	// the model servers and the latency jobs.
 	for i := range (pods+99)/100 + 1 {
-		nodes = append(nodes, cluster.CPUNode(fmt.Sprintf("cpu-node-%d", i)))
+		nodes = append(nodes, localcluster.CPUNode(fmt.Sprintf("cpu-node-%d", i)))
 	}
 	return nodes
 }
@@ -100,7 +100,7 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	if _, err := os.Stat(o.Manager); err != nil {
 		return nil, fmt.Errorf("manager binary: %w (go build -o bin/manager ./cmd)", err)
 	}
-	copts := cluster.Options{
+	copts := localcluster.Options{
 		RepoRoot: o.RepoRoot, BinDir: o.BinDir, Workdir: o.Workdir, Name: o.Name,
 		Nodes: Nodes(o.Pods, o.GPUsPerWorker), Log: o.Log,
 	}
@@ -116,8 +116,8 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 			env.stop()
 		}
 	}()
-	stops = append(stops, func() { _ = cluster.Delete(context.Background(), copts) })
-	c, err := cluster.Create(ctx, copts)
+	stops = append(stops, func() { _ = localcluster.Delete(context.Background(), copts) })
+	c, err := localcluster.Create(ctx, copts)
 	if err != nil {
 		return env, fmt.Errorf("creating the cluster: %w", err)
 	}
@@ -141,20 +141,20 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 2000, 4000
-	if env.Client, err = client.New(cfg, client.Options{Scheme: cluster.Scheme()}); err != nil {
+	if env.Client, err = client.New(cfg, client.Options{Scheme: localcluster.Scheme()}); err != nil {
 		return env, err
 	}
 	if env.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return env, err
 	}
 
-	cert, err := cluster.WriteServingCert(filepath.Join(o.Workdir, "webhook-certs"))
+	cert, err := localcluster.WriteServingCert(filepath.Join(o.Workdir, "webhook-certs"))
 	if err != nil {
 		return env, err
 	}
 	var ports [3]int
 	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
+		if ports[i], err = localcluster.FreePort(); err != nil {
 			return env, err
 		}
 	}
@@ -208,11 +208,11 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 		return env, fmt.Errorf("%w; see %s", err, logFile.Name())
 	}
 	if webhooks {
-		w := cluster.Webhook{Port: webhookPort, CABundle: cert.CABundle}
+		w := localcluster.Webhook{Port: webhookPort, CABundle: cert.CABundle}
 		if env.Webhooks, _, err = c.InstallWebhooks(ctx, w); err != nil {
 			return env, err
 		}
-		if ok, _ := cluster.ServesConversion(ctx, w); ok {
+		if ok, _ := localcluster.ServesConversion(ctx, w); ok {
 			if err := c.EnableConversionWebhook(ctx, w); err != nil {
 				return env, err
 			}

@@ -2,24 +2,12 @@ package localcluster
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 )
-
-// FreePort asks the kernel for a TCP port on 127.0.0.1 that nobody listens on,
-// so parallel runs (and CI) do not collide.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // Reaper deletes the cluster if the process that created it dies without
 // doing so (killed, panicked, timed out). Stop it after a clean teardown.

@@ -9,16 +9,12 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -97,8 +93,8 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	if _, err := os.Stat(o.Manager); err != nil {
-		return nil, fmt.Errorf("manager binary: %w (go build -o bin/manager ./cmd)", err)
+	if err := localcluster.CheckManagerBinary(o.Manager); err != nil {
+		return nil, err
 	}
 	copts := localcluster.Options{
 		RepoRoot: o.RepoRoot, BinDir: o.BinDir, Workdir: o.Workdir, Name: o.Name,
@@ -148,76 +144,23 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 		return env, err
 	}
 
-	cert, err := localcluster.WriteServingCert(filepath.Join(o.Workdir, "webhook-certs"))
-	if err != nil {
-		return env, err
-	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = localcluster.FreePort(); err != nil {
-			return env, err
-		}
-	}
-	webhookPort, metricsPort, probePort := ports[0], ports[1], ports[2]
-	webhooks := c.HasWebhookManifests()
-	logFile, err := os.Create(filepath.Join(o.Workdir, "manager.log"))
-	if err != nil {
-		return env, err
-	}
-	args := append([]string{
-		"--leader-elect=false",
-		"--dial-loopback-only",
-		"--metrics-secure=false",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort),
-		fmt.Sprintf("--enable-webhooks=%t", webhooks),
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-host=127.0.0.1",
-		"--webhook-cert-path=" + cert.Dir,
-		fmt.Sprintf("--kube-api-qps=%g", o.QPS),
-		fmt.Sprintf("--kube-api-burst=%d", o.Burst),
-	}, o.ManagerArgs...)
-	mgr := exec.Command(o.Manager, args...)
-	mgr.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
-	mgr.Stdout, mgr.Stderr = logFile, logFile
-	mgr.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	fmt.Fprintf(o.Log, "Starting the manager (QPS %g, burst %d; log %s)\n", o.QPS, o.Burst, logFile.Name())
-	if err := mgr.Start(); err != nil {
-		logFile.Close()
-		return env, fmt.Errorf("starting the manager: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = mgr.Wait(); close(done) }()
-	stops = append(stops, func() {
-		select {
-		case <-done:
-		default:
-			_ = mgr.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = mgr.Process.Kill()
-				<-done
-			}
-		}
-		logFile.Close()
+	logPath := filepath.Join(o.Workdir, "manager.log")
+	fmt.Fprintf(o.Log, "Starting the manager (QPS %g, burst %d; log %s)\n", o.QPS, o.Burst, logPath)
+	mgr, err := c.StartManager(ctx, localcluster.ManagerOptions{
+		Binary: o.Manager,
+		Args: append([]string{
+			fmt.Sprintf("--kube-api-qps=%g", o.QPS),
+			fmt.Sprintf("--kube-api-burst=%d", o.Burst),
+		}, o.ManagerArgs...),
+		LogPath: logPath,
 	})
-	env.ManagerPID = mgr.Process.Pid
-	env.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	if err := waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort), done); err != nil {
-		return env, fmt.Errorf("%w; see %s", err, logFile.Name())
+	if err != nil {
+		return env, err
 	}
-	if webhooks {
-		w := localcluster.Webhook{Port: webhookPort, CABundle: cert.CABundle}
-		if env.Webhooks, _, err = c.InstallWebhooks(ctx, w); err != nil {
-			return env, err
-		}
-		if ok, _ := localcluster.ServesConversion(ctx, w); ok {
-			if err := c.EnableConversionWebhook(ctx, w); err != nil {
-				return env, err
-			}
-		}
-	}
+	stops = append(stops, mgr.Stop)
+	env.ManagerPID = mgr.PID()
+	env.MetricsURL = mgr.Endpoints.MetricsURL()
+	env.Webhooks = mgr.Webhooks
 	return env, nil
 }
 
@@ -236,25 +179,4 @@ func (e *Env) kubectl(o EnvOptions, args ...string) error {
 		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-func waitReady(ctx context.Context, url string, exited <-chan struct{}) error {
-	deadline := time.After(2 * time.Minute)
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-exited:
-			return errors.New("the manager exited before it was ready")
-		case <-deadline:
-			return errors.New("the manager was not ready within 2 minutes")
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }

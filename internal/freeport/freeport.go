@@ -1,0 +1,32 @@
+// Package freeport finds TCP ports on 127.0.0.1 that nobody listens on, so
+// that parallel runs (and CI) of the local cluster, the benchmark and the
+// test suites do not collide. It is the one place this is written:
+// test/testutil wraps it for tests (testutil.FreePort, testutil.FreeAddr).
+//
+// The port is free when it is returned; a process that binds it later can
+// still lose a race with another, which is why callers bind it at once.
+package freeport
+
+import (
+	"net"
+	"strconv"
+)
+
+// Port asks the kernel for a TCP port on 127.0.0.1 that nobody listens on.
+func Port() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Addr is 127.0.0.1:<Port()>.
+func Addr() (string, error) {
+	p, err := Port()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -150,6 +151,16 @@ func describeMachine() Machine {
 		m.Commit = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// Save writes the result into dir as <start time>.json (bench/results is
+// the runs of record) and returns the file's path.
+func (r *Result) Save(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, r.Started.Format("2006-01-02T1504Z")+".json")
+	return path, r.WriteJSON(path)
 }
 
 // WriteJSON writes the result, indented.

@@ -26,19 +26,11 @@ func requireTorch(t *testing.T) {
 	testutil.NeedTool(t, Torchrun, "python3-torch", testutil.TorchInstall)
 }
 
-func freePort(t *testing.T) int32 {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
-}
-
 // Two real torchrun processes, configured only by the operator's env for a
 // 2-rank gloo job, form the process group and all-reduce.
 func TestTorchrunFormsGroupFromOperatorEnv(t *testing.T) {
 	requireTorch(t)
-	port := freePort(t)
+	port := int32(testutil.FreePort(t))
 	job := testutil.TrainingJob("ddp", "ml-team").Workers(2).GPUs(0).NProcPerNode(1).Obj()
 	job.Spec.Networking.MasterPort = port
 	cfg := trainingjob.Config{}

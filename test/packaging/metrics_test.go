@@ -164,24 +164,12 @@ func scrape(url string) (map[string]*dto.MetricFamily, error) {
 	return parser.TextToMetricFamilies(resp.Body)
 }
 
-// freeAddr returns a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 // startManager runs the real manager (internal/manager) with plain-HTTP metrics
 // and no webhooks, and returns its /metrics URL.
 func startManager(t *testing.T, env *testutil.Env) string {
 	t.Helper()
 	opts := manager.NewOptions()
-	opts.MetricsAddr = freeAddr(t)
+	opts.MetricsAddr = testutil.FreeAddr(t)
 	opts.MetricsSecure = false
 	opts.ProbeAddr = "0"
 	opts.LeaderElect = false

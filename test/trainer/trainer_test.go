@@ -7,7 +7,6 @@ package trainer
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,14 +24,6 @@ import (
 	"github.com/ml-operator/ml-operator/test/launcher"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // start runs train.py under torchrun with the env of the given pod, in its
 // own process group so the test can kill torchrun and its worker together.
@@ -59,7 +50,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	ckptDir := t.TempDir()
 	w := testutil.TrainingJob("resume", "ml-team").Workers(1).GPUs(0).
 		Hyperparameter("epochs", 6).Hyperparameter("epochSeconds", 0.5)
-	w.Spec.Networking.MasterPort = int32(freePort(t))
+	w.Spec.Networking.MasterPort = int32(testutil.FreePort(t))
 	w.Spec.Checkpoint.Path = ckptDir
 	w.Spec.Checkpoint.KeepLast = 2
 	job := w.Obj()
@@ -68,7 +59,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 
 	// Attempt 0: read progress the way the operator does until a checkpoint
 	// exists, then kill the trainer mid-epoch.
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	cmd, out := start(t, ctx, job, 0, port)
 	scraper := trainingjob.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
@@ -97,7 +88,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	}
 	require.Equal(t, job.Status.LastCheckpoint.Path, resume)
 
-	cmd, out = start(t, ctx, job, 1, freePort(t))
+	cmd, out = start(t, ctx, job, 1, testutil.FreePort(t))
 	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
 	log := out.String()
 	assert.Contains(t, log, "resumed from checkpoint epoch "+strconv.Itoa(int(saved)))

@@ -85,10 +85,7 @@ func TestWebhookServerReloadsRotatedCertificates(t *testing.T) {
 	certDir := t.TempDir()
 	first := writeServingCert(t, certDir)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	port := testutil.FreePort(t)
 
 	opts := manager.NewOptions()
 	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false

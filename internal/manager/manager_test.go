@@ -3,7 +3,6 @@ package manager_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -14,25 +13,14 @@ import (
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The manager starts against a real API server, wins leader election, serves
 // its probes and metrics, and exits cleanly when its context ends.
 func TestManagerStartsAndStops(t *testing.T) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
 
 	opts := manager.NewOptions()
-	opts.MetricsAddr = freeAddr(t)
+	opts.MetricsAddr = testutil.FreeAddr(t)
 	opts.MetricsSecure = false
-	opts.ProbeAddr = freeAddr(t)
+	opts.ProbeAddr = testutil.FreeAddr(t)
 	opts.LeaderElectionNamespace = "default"
 	opts.EnableWebhooks = false
 

@@ -28,7 +28,7 @@ func newMDReconciler(t *testing.T, funcs interceptor.Funcs) *modeldeployment.Rec
 	_, err := routers.Detect()
 	require.NoError(t, err)
 	return &modeldeployment.Reconciler{
-		Client:   interceptor.NewClient(directClient(t), funcs),
+		Client:   interceptor.NewClient(cachedClient(t), funcs),
 		Recorder: events.NewFakeRecorder(1000),
 		Clock:    clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
 		Routers:  routers,

@@ -25,20 +25,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{Webhooks: true, DefaultImages: imgs})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s, cfg = env.Client, env.Config
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	os.Exit(testutil.Main(m, testutil.EnvOptions{Webhooks: true, DefaultImages: imgs}, func(env *testutil.Env) (func(), error) {
+		k8s, cfg = env.Client, env.Config
+		return nil, nil
+	}))
 }
 
-// directClient is an uncached client with watch, the kind the interceptor wraps.
+// cachedClient reads what the manager's cache would hold (testutil.CacheView):
+// the reconcilers' client, which the interceptor wraps.
+func cachedClient(t *testing.T) client.WithWatch {
+	t.Helper()
+	return testutil.NewCacheView(t, cfg)
+}
+
+// directClient is an uncached client with watch: the TrainingJob
+// reconciler's API reader, as in the manager.
 func directClient(t *testing.T) client.WithWatch {
 	t.Helper()
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: manager.NewScheme()})

@@ -45,10 +45,9 @@ func newJobReconcilerWithClock(t *testing.T, funcs interceptor.Funcs) (*training
 // newJobReconcilerWithRecorder also returns the recorder of its events.
 func newJobReconcilerWithRecorder(t *testing.T, funcs interceptor.Funcs) (*trainingjob.Reconciler, *clocktesting.FakeClock, *events.FakeRecorder) {
 	t.Helper()
-	base := directClient(t)
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	rec := events.NewFakeRecorder(1000)
-	return trainingjob.NewReconciler(interceptor.NewClient(base, funcs), base, rec, trainingjob.Config{
+	return trainingjob.NewReconciler(interceptor.NewClient(cachedClient(t), funcs), directClient(t), rec, trainingjob.Config{
 		DefaultImages: imgs,
 		Clock:         clk,
 	}), clk, rec
@@ -373,10 +372,9 @@ func TestProgressScrapeSurvivesLostStatusWrites(t *testing.T) {
 	ns := testutil.Namespace(t, k8s)
 	key := client.ObjectKey{Namespace: ns, Name: "scraped"}
 	conflictsLeft := 0
-	base := directClient(t)
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	scraper := &countingScraper{epoch: 3}
-	r := trainingjob.NewReconciler(interceptor.NewClient(base, interceptor.Funcs{
+	r := trainingjob.NewReconciler(interceptor.NewClient(cachedClient(t), interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			if conflictsLeft > 0 {
 				conflictsLeft--
@@ -384,7 +382,7 @@ func TestProgressScrapeSurvivesLostStatusWrites(t *testing.T) {
 			}
 			return c.SubResource(sub).Update(ctx, obj, opts...)
 		},
-	}), base, events.NewFakeRecorder(1000), trainingjob.Config{DefaultImages: imgs, Clock: clk, Scraper: scraper})
+	}), directClient(t), events.NewFakeRecorder(1000), trainingjob.Config{DefaultImages: imgs, Clock: clk, Scraper: scraper})
 	require.NoError(t, k8s.Create(ctx, testutil.TrainingJob(key.Name, ns).Workers(2).GPUs(0).Obj()))
 	passUntil(t, r, key, func(job *mlv1.TrainingJob) bool {
 		if job.Status.State == mlv1.StateInitializing {

@@ -3,8 +3,6 @@ package security_test
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"testing"
@@ -32,27 +30,10 @@ var (
 // The metrics test runs the real manager against a real API server
 // (envtest), which answers its TokenReviews and SubjectAccessReviews.
 func TestMain(m *testing.M) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s, cfg = env.Client, env.Config
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
-}
-
-// freeAddr is a loopback address no one listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+	os.Exit(testutil.Main(m, testutil.EnvOptions{}, func(env *testutil.Env) (func(), error) {
+		k8s, cfg = env.Client, env.Config
+		return nil, nil
+	}))
 }
 
 // With the manager's default options, /metrics is HTTPS only, refuses a
@@ -64,7 +45,7 @@ func TestMetricsAreHTTPSWithAuthnAndAuthzByDefault(t *testing.T) {
 	defer cancel()
 	opts := manager.NewOptions()
 	require.True(t, opts.MetricsSecure, "metrics are secure by default")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	opts.MetricsAddr = addr
 	// What a test cannot have: a lease namespace, webhook certificates and probe ports.
 	opts.LeaderElect = false

@@ -42,7 +42,7 @@ func (w *warningCollector) take() []string {
 // the restricted namespace raises no warning for the manager Deployment.
 func TestDefaultAppliesToARealAPIServer(t *testing.T) {
 	env, err := testutil.StartEnv(testutil.EnvOptions{
-		ExtraCRDDirs: []string{filepath.Join(testutil.RepoRoot(), "test", "packaging", "testdata", "crds", "cert-manager")},
+		ExtraCRDDirs: []string{filepath.Join(testutil.RepoRoot(), "test", "integration", "packaging", "testdata", "crds", "cert-manager")},
 	})
 	if err != nil {
 		t.Fatal(err)

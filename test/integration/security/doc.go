@@ -23,7 +23,7 @@
 //     serves /metrics over HTTPS only to callers that authenticate and are
 //     authorized (metrics_test.go).
 //
-// test/packaging checks the same install paths for packaging (the bundle
+// test/integration/packaging checks the same install paths for packaging (the bundle
 // validators, the overlays); this package is the one place the posture is
 // asserted as a whole.
 package security

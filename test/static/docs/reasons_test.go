@@ -175,13 +175,13 @@ func controllerReasons(root string) (map[string]map[string]string, error) {
 				return nil, err
 			}
 			for r, where := range found {
-				return nil, fmt.Errorf("controllers/%s is a shared package (sharedPackages in test/docs/reasons_test.go) but sets reason %q at %s: set it in a controller package", e.Name(), r, where)
+				return nil, fmt.Errorf("controllers/%s is a shared package (sharedPackages in test/static/docs/reasons_test.go) but sets reason %q at %s: set it in a controller package", e.Name(), r, where)
 			}
 			continue
 		}
 		kind, ok := kindOfController[e.Name()]
 		if !ok {
-			return nil, fmt.Errorf("controllers/%s has no kind in kindOfController (test/docs/reasons_test.go): add it and a \"### <Kind> conditions\" table to docs/operations.md", e.Name())
+			return nil, fmt.Errorf("controllers/%s has no kind in kindOfController (test/static/docs/reasons_test.go): add it and a \"### <Kind> conditions\" table to docs/operations.md", e.Name())
 		}
 		err := filepath.WalkDir(filepath.Join(base, e.Name()), func(path string, d os.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {

@@ -23,7 +23,7 @@ import (
 func TestMakeDeployUndeployInstallUninstall(t *testing.T) {
 	root := testutil.RepoRoot()
 	env, err := testutil.StartEnv(testutil.EnvOptions{
-		ExtraCRDDirs: []string{filepath.Join(root, "test", "packaging", "testdata", "crds", "cert-manager")},
+		ExtraCRDDirs: []string{filepath.Join(root, "test", "integration", "packaging", "testdata", "crds", "cert-manager")},
 	})
 	if err != nil {
 		t.Fatal(err)

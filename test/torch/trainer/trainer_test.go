@@ -21,8 +21,8 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
-	"github.com/ml-operator/ml-operator/test/launcher"
 	"github.com/ml-operator/ml-operator/test/testutil"
+	"github.com/ml-operator/ml-operator/test/torch/launcher"
 )
 
 // start runs train.py under torchrun with the env of the given pod, in its

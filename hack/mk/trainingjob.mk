@@ -4,7 +4,7 @@
 
 .PHONY: test-trainingjob
 test-trainingjob: ## Run the TrainingJob controller's unit, envtest, metrics and real-launcher tests.
-	go test $(GO_TEST_FLAGS) ./controllers/trainingjob/... ./test/launcher/... ./test/trainer/...
+	go test $(GO_TEST_FLAGS) ./controllers/trainingjob/... ./test/torch/launcher/... ./test/torch/trainer/...
 
 .PHONY: run-example-trainer
 run-example-trainer: ## Run the example trainer locally under Debian's torchrun (one rank, 3 epochs).

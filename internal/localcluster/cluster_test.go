@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ml-operator/ml-operator/internal/manifests"
 )
 
 func TestServingCertVerifiesFor127001(t *testing.T) {
@@ -100,7 +102,7 @@ func TestSetConversionWebhookOnlyOnMultiVersionCRDs(t *testing.T) {
 	root := filepath.Join("..", "..")
 	w := Webhook{Port: 40124, CABundle: []byte("PEM")}
 
-	tj, err := readManifests(filepath.Join(root, CRDDir, "ml.example.com_trainingjobs.yaml"))
+	tj, err := manifests.Read(filepath.Join(root, CRDDir, "ml.example.com_trainingjobs.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, SetConversionWebhook(tj[0], w))
 	url, _, _ := unstructured.NestedString(tj[0].Object, "spec", "conversion", "webhook", "clientConfig", "url")
@@ -108,7 +110,7 @@ func TestSetConversionWebhookOnlyOnMultiVersionCRDs(t *testing.T) {
 	strategy, _, _ := unstructured.NestedString(tj[0].Object, "spec", "conversion", "strategy")
 	assert.Equal(t, "Webhook", strategy)
 
-	md, err := readManifests(filepath.Join(root, CRDDir, "ml.example.com_modeldeployments.yaml"))
+	md, err := manifests.Read(filepath.Join(root, CRDDir, "ml.example.com_modeldeployments.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, SetConversionWebhook(md[0], w))
 	_, found, _ := unstructured.NestedMap(md[0].Object, "spec", "conversion")
@@ -116,7 +118,7 @@ func TestSetConversionWebhookOnlyOnMultiVersionCRDs(t *testing.T) {
 }
 
 func TestStagesFileParses(t *testing.T) {
-	objs, err := readManifests(filepath.Join("..", "..", StagesFile))
+	objs, err := manifests.Read(filepath.Join("..", "..", StagesFile))
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, o := range objs {

@@ -18,8 +18,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-operator/ml-operator/internal/manifests"
 )
 
 // CRDDir and WebhookManifests are relative to the repository root.
@@ -65,7 +66,7 @@ func (c *Cluster) installCRDs(ctx context.Context, conversion *Webhook) error {
 	sort.Strings(paths)
 	var names []string
 	for _, p := range paths {
-		objs, err := readManifests(p)
+		objs, err := manifests.Read(p)
 		if err != nil {
 			return err
 		}
@@ -135,7 +136,7 @@ func (c *Cluster) HasWebhookManifests() bool {
 // nobody serves would make the API server refuse every write it covers. It
 // returns the installed webhooks' names and the paths it left out.
 func (c *Cluster) InstallWebhooks(ctx context.Context, w Webhook) (installed, skipped []string, err error) {
-	objs, err := readManifests(filepath.Join(c.opts.RepoRoot, WebhookManifests))
+	objs, err := manifests.Read(filepath.Join(c.opts.RepoRoot, WebhookManifests))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,25 +268,4 @@ func (c *Cluster) apply(ctx context.Context, obj *unstructured.Unstructured) err
 		return fmt.Errorf("applying %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
 	return nil
-}
-
-func readManifests(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, fmt.Errorf("decoding %s: %w", path, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
 }

@@ -1,9 +1,11 @@
 // Package localcluster brings up and tears down the local kwok cluster that
-// `make run` and `make e2e` use: a real kube-apiserver, etcd,
-// kube-controller-manager and kube-scheduler from bin/, with kwok simulating
-// the kubelets of a handful of GPU and CPU nodes. It also prepares what the
-// operator needs on it: CRDs, a serving certificate for 127.0.0.1 and webhook
-// configurations that point at a manager running on this machine.
+// `make run`, `make e2e`, `make chaos` and `make bench` use: a real
+// kube-apiserver, etcd, kube-controller-manager and kube-scheduler from bin/,
+// with kwok simulating the kubelets of a handful of GPU and CPU nodes. It
+// also prepares what the operator needs on it: CRDs, a serving certificate
+// for 127.0.0.1 and webhook configurations that point at a manager running
+// on this machine, which StartManager starts (manager.go). Run and Down are
+// `make run` and `make run-down` (cmd/localcluster is their command line).
 package localcluster
 
 import (

@@ -13,8 +13,12 @@ import (
 )
 
 // Port asks the kernel for a TCP port on 127.0.0.1 that nobody listens on.
-func Port() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func Port() (int, error) { return On("127.0.0.1") }
+
+// On asks the kernel for a TCP port on host (an address of this machine)
+// that nobody listens on.
+func On(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}

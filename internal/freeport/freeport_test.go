@@ -2,6 +2,7 @@ package freeport
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,18 @@ func TestPortCanBeListenedOn(t *testing.T) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listening on %s: %v", addr, err)
+	}
+	l.Close()
+}
+
+func TestOnAnotherLoopbackAddress(t *testing.T) {
+	p, err := On("127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(p)))
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.2:%d: %v", p, err)
 	}
 	l.Close()
 }

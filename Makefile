@@ -47,7 +47,9 @@ export TOOLS_TOTAL := $(words $(TOOLS_ORDER))
 BUILD_TOOL = $(CURDIR)/hack/build-tool.sh
 # $(call build_tool,NAME,VERSION,ESTIMATE) prefixes the build command.
 build_tool = $(BUILD_TOOL) $(1) $(2) "$(call tool_n,$(1))" "$(3)" --
-tool_n = $(if $(filter $(1),$(TOOLS_ORDER)),$(call tool_pos,$(1)) of $(TOOLS_TOTAL),not needed by make test or make run)
+tool_n = $(if $(filter $(1),$(TOOLS_ORDER)),$(call tool_pos,$(1)) of $(TOOLS_TOTAL),$(if $(filter $(1),$(REAL_NODE_TOOLS)),for the real node,not needed by make test or make run))
+# What the real node (make run NODE=real, make e2e-real) builds on top.
+REAL_NODE_TOOLS := kubelet kube-proxy coredns registry
 tool_pos = $(strip $(foreach i,$(shell seq $(TOOLS_TOTAL)),$(if $(filter $(1),$(word $(i),$(TOOLS_ORDER))),$(i))))
 
 .PHONY: all
@@ -105,7 +107,7 @@ coverage-check: ## Fail when cover.out (from make test) is below COVER_MIN perce
 	awk -v t="$$total" -v m="$(COVER_MIN)" 'BEGIN { exit !(t+0 >= m+0) }' || { echo "coverage below $(COVER_MIN)%"; exit 1; }
 
 .PHONY: build
-build: ## Build the manager binary.
+build: go-mod-download ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
 ##@ Tools
@@ -131,6 +133,8 @@ $(eval $(call k8s_tool,kube-apiserver,$(EST_KUBE_APISERVER)))
 $(eval $(call k8s_tool,kube-controller-manager,$(EST_KUBE_CONTROLLER_MANAGER)))
 $(eval $(call k8s_tool,kube-scheduler,$(EST_KUBE_SCHEDULER)))
 $(eval $(call k8s_tool,kubectl,$(EST_KUBECTL)))
+$(eval $(call k8s_tool,kubelet,$(EST_KUBELET)))
+$(eval $(call k8s_tool,kube-proxy,$(EST_KUBE_PROXY)))
 
 $(STAMPS)/etcd-$(ETCD_VERSION): | $(STAMPS)
 	@cd hack/tools/etcd && $(call build_tool,etcd,v$(ETCD_VERSION),$(EST_ETCD)) env GOFLAGS=-mod=mod go build -o $(LOCALBIN)/etcd .

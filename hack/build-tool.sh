@@ -6,7 +6,7 @@
 #
 #   hack/build-tool.sh NAME VERSION INDEX ESTIMATE -- COMMAND...
 #
-# INDEX is the tool's place in TOOLS_ORDER (the Makefile); ESTIMATE is the
+# INDEX says where the tool is in TOOLS_ORDER ("2 of 9"); ESTIMATE is the
 # time measured on 2 cores (docs: README "The two commands").
 set -euo pipefail
 name=$1 version=$2 index=$3 estimate=$4
@@ -15,7 +15,7 @@ shift 4
 logdir=${TOOL_LOG_DIR:?TOOL_LOG_DIR is set by the Makefile}
 mkdir -p "$logdir"
 log="$logdir/$name.log"
-echo "building $name $version ($index of ${TOOLS_TOTAL:-?}, $estimate on 2 cores; cached in bin/ after this; log: $log)"
+echo "building $name $version ($index, $estimate on 2 cores; cached in bin/ after this; log: $log)"
 start=$(date +%s)
 if ! "$@" >"$log" 2>&1; then
   echo "building $name failed after $(( $(date +%s) - start ))s; the last lines of $log:" >&2

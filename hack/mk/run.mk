@@ -9,6 +9,8 @@
 ##@ Run
 
 LOCAL ?=
+# NODE=real: a real single-node cluster instead (hack/mk/realnode.mk).
+NODE ?=
 LOCAL_WORKDIR ?= $(shell pwd)/.kwok
 LOCALCLUSTER_FLAGS = --workdir $(LOCAL_WORKDIR) --bin $(LOCALBIN) --manager $(LOCALBIN)/manager
 # Extra manager flags for the local run, e.g. MANAGER_ARGS=--zap-log-level=debug.
@@ -21,9 +23,11 @@ doctor: ## Check this machine: what make test, make run and the real node need, 
 	@go run ./cmd/doctor -for real
 
 .PHONY: run
-run: ## Run the manager against the cluster in your kubeconfig; with none reachable (or LOCAL=1) on a local kwok cluster.
-	@go run ./cmd/doctor -for run -quiet
-	@if [ "$(LOCAL)" != "1" ] && $(KUBECTL) get --raw /readyz --request-timeout=5s >/dev/null 2>&1; then \
+run: ## Run the manager against the cluster in your kubeconfig; with none reachable (or LOCAL=1) on a local kwok cluster; NODE=real: a real single-node cluster.
+	@go run ./cmd/doctor -for $(if $(filter real,$(NODE)),real,run) -quiet
+	@if [ "$(NODE)" = "real" ]; then \
+		$(MAKE) --no-print-directory run-real; \
+	elif [ "$(LOCAL)" != "1" ] && $(KUBECTL) get --raw /readyz --request-timeout=5s >/dev/null 2>&1; then \
 		echo "Running the manager against $$($(KUBECTL) config current-context) (LOCAL=1 for a local cluster instead)"; \
 		go run ./cmd --leader-elect=false --metrics-secure=false --metrics-bind-address=:8080 --enable-webhooks=false $(MANAGER_ARGS); \
 	else \
@@ -39,5 +43,5 @@ run-down: localcluster ## Stop `make run` and delete its local cluster.
 	$(LOCALBIN)/localcluster down $(LOCALCLUSTER_FLAGS)
 
 .PHONY: localcluster
-localcluster: ## Build bin/localcluster (drives kwokctl for make run).
+localcluster: go-mod-download ## Build bin/localcluster (drives kwokctl for make run).
 	go build -o $(LOCALBIN)/localcluster ./cmd/localcluster

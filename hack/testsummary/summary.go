@@ -79,9 +79,9 @@ func summarize(in io.Reader, out io.Writer) result {
 }
 
 // packageLine is a line plain go test prints for a package: ok, FAIL, "no
-// test files", coverage, a panic outside any test.
+// test files", a panic outside any test (the coverage figure is on the ok line).
 func packageLine(s string) bool {
-	for _, p := range []string{"ok ", "ok\t", "FAIL", "?", "---", "panic:", "coverage:", "no test files"} {
+	for _, p := range []string{"ok ", "ok\t", "FAIL", "?", "---", "panic:"} {
 		if strings.HasPrefix(s, p) {
 			return true
 		}

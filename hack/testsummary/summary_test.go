@@ -23,6 +23,7 @@ const run = `{"Action":"start","Package":"example.com/a"}
 {"Action":"output","Package":"example.com/a","Test":"FuzzParse/seed#1","Output":"--- SKIP: FuzzParse/seed#1 (0.00s)\n"}
 {"Action":"skip","Package":"example.com/a","Test":"FuzzParse/seed#1","Elapsed":0}
 {"Action":"output","Package":"example.com/a","Output":"PASS\n"}
+{"Action":"output","Package":"example.com/a","Output":"coverage: 81.0% of statements\n"}
 {"Action":"output","Package":"example.com/a","Output":"ok  \texample.com/a\t0.012s\tcoverage: 81.0% of statements\n"}
 {"Action":"pass","Package":"example.com/a","Elapsed":0.012}
 {"Action":"run","Package":"example.com/b","Test":"TestTrainer"}
@@ -48,6 +49,8 @@ func TestSummaryListsWhatDidNotRunWithTheCommandThatRunsIt(t *testing.T) {
 	text := out.String()
 	assert.Contains(t, text, "ok  \texample.com/a\t0.012s\tcoverage: 81.0% of statements\n", "package lines as go test prints them")
 	assert.NotContains(t, text, "chatter nobody needs", "passing tests stay quiet")
+	assert.NotContains(t, text, "\ncoverage:", "the coverage figure once, on the ok line")
+	assert.NotContains(t, text, "PASS\n")
 	assert.Contains(t, text, "skipped: 2 tests: needs python3-torch (apt-get install python3-torch python3-prometheus-client)\n")
 	assert.Contains(t, text, "  example.com/a TestTorch\n")
 	assert.Contains(t, text, "  example.com/b TestTrainer\n")

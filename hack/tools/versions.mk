@@ -11,6 +11,8 @@ KWOK_VERSION           ?= v0.7.0
 OPERATOR_SDK_VERSION   ?= v1.34.1
 OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
+COREDNS_VERSION        ?= v1.14.7
+REGISTRY_VERSION       ?= v3.1.2
 
 # How long each tool took to build on 2 cores with empty Go caches (module
 # downloads included), printed before it is built (hack/build-tool.sh).
@@ -23,3 +25,7 @@ EST_CRD_REF_DOCS            ?= about 30 s
 EST_KUBE_CONTROLLER_MANAGER ?= about 1 min
 EST_KUBE_SCHEDULER          ?= about 1 min
 EST_KWOK                    ?= about 2 min
+EST_KUBELET                 ?= about 6 min
+EST_KUBE_PROXY              ?= about 1 min
+EST_COREDNS                 ?= about 10 min
+EST_REGISTRY                ?= about 4 min

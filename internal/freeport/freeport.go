@@ -26,6 +26,21 @@ func On(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Ports asks for n distinct free TCP ports on 127.0.0.1: every listener is
+// held until all are chosen, so the kernel cannot hand one out twice.
+func Ports(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}
+
 // Addr is 127.0.0.1:<Port()>.
 func Addr() (string, error) {
 	p, err := Port()

@@ -33,3 +33,17 @@ func TestOnAnotherLoopbackAddress(t *testing.T) {
 	}
 	l.Close()
 }
+
+func TestPortsAreDistinct(t *testing.T) {
+	ports, err := Ports(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("Ports(8) = %v: %d twice", ports, p)
+		}
+		seen[p] = true
+	}
+}

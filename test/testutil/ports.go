@@ -19,6 +19,16 @@ func FreePort(t testing.TB) int {
 	return p
 }
 
+// FreePorts is n distinct free ports on 127.0.0.1 (freeport.Ports).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		t.Fatalf("finding %d free ports: %v", n, err)
+	}
+	return ports
+}
+
 // FreeAddr is 127.0.0.1:<FreePort>, for a listener's bind address.
 func FreeAddr(t testing.TB) string {
 	t.Helper()

@@ -196,6 +196,8 @@ replace (
 	k8s.io/controller-manager => k8s.io/controller-manager v0.36.3
 	k8s.io/cri-api => k8s.io/cri-api v0.36.3
 	k8s.io/cri-client => k8s.io/cri-client v0.36.3
+	// kubelet imports it; its v0.0.0 (what k8s.io/kubernetes requires) answers 403.
+	k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.3
 	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.3
 	k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.3
 	k8s.io/endpointslice => k8s.io/endpointslice v0.36.3

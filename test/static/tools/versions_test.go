@@ -78,6 +78,8 @@ var pins = map[string]pin{
 	}},
 	"OPM_VERSION":            {goMod: "hack/tools/opm", want: exactly("github.com/operator-framework/operator-registry")},
 	"OPERATOR_SDK_VERSION":   {goMod: "hack/tools/opsdk", want: exactly("github.com/operator-framework/operator-sdk")},
+	"COREDNS_VERSION":        {goMod: "hack/tools/coredns", want: exactly("github.com/coredns/coredns")},
+	"REGISTRY_VERSION":       {goMod: "hack/tools/registry", want: exactly("github.com/distribution/distribution/v3")},
 	"CONTROLLER_GEN_VERSION": {want: exactly("sigs.k8s.io/controller-tools")},
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
 	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},

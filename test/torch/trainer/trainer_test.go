@@ -50,7 +50,9 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	ckptDir := t.TempDir()
 	w := testutil.TrainingJob("resume", "ml-team").Workers(1).GPUs(0).
 		Hyperparameter("epochs", 6).Hyperparameter("epochSeconds", 0.5)
-	w.Spec.Networking.MasterPort = int32(testutil.FreePort(t))
+	// The rendezvous and metrics ports of both attempts.
+	ports := testutil.FreePorts(t, 4)
+	w.Spec.Networking.MasterPort = int32(ports[0])
 	w.Spec.Checkpoint.Path = ckptDir
 	w.Spec.Checkpoint.KeepLast = 2
 	job := w.Obj()
@@ -59,7 +61,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 
 	// Attempt 0: read progress the way the operator does until a checkpoint
 	// exists, then kill the trainer mid-epoch.
-	port := testutil.FreePort(t)
+	port := ports[1]
 	cmd, out := start(t, ctx, job, 0, port)
 	scraper := trainingjob.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
@@ -78,7 +80,11 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	assert.Equal(t, int32(6), job.Status.TotalEpochs)
 	assert.Equal(t, filepath.Join(ckptDir, "epoch-"+strconv.Itoa(int(saved))), job.Status.LastCheckpoint.Path)
 
-	// Attempt 1: the operator's env points at that checkpoint.
+	// Attempt 1: the operator's env points at that checkpoint. On a cluster
+	// it runs in a new pod with a network namespace of its own; here both
+	// attempts share the machine's, where the killed attempt's rendezvous
+	// port can linger (TIME_WAIT), so it gets another one.
+	job.Spec.Networking.MasterPort = int32(ports[2])
 	next := trainingjob.DesiredWorkerPod(job, 0, 1, trainingjob.Config{})
 	var resume string
 	for _, e := range next.Spec.Containers[0].Env {
@@ -88,7 +94,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	}
 	require.Equal(t, job.Status.LastCheckpoint.Path, resume)
 
-	cmd, out = start(t, ctx, job, 1, testutil.FreePort(t))
+	cmd, out = start(t, ctx, job, 1, ports[3])
 	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
 	log := out.String()
 	assert.Contains(t, log, "resumed from checkpoint epoch "+strconv.Itoa(int(saved)))

@@ -1,0 +1,46 @@
+# The real single-node cluster (issue 19): `make e2e-real` and
+# `make run NODE=real`. A real kubelet with containerd + runc, the CNI bridge
+# plugin, kube-proxy (iptables) and CoreDNS join a control plane the harness
+# starts itself (internal/realnode). Needs root. docs/local-cluster.md,
+# section "A real node".
+
+##@ Real node
+
+COREDNS ?= $(LOCALBIN)/coredns
+REALNODE_WORKDIR ?= $(shell pwd)/.realnode
+REALNODE_FLAGS ?=
+E2E_REAL_TIMEOUT ?= 30m
+E2E_REAL_FLAGS ?=
+
+.PHONY: node-packages
+node-packages: ## apt-get install containerd, runc, containernetworking-plugins, iptables, conntrack and mmdebstrap when missing (root).
+	@bash hack/realnode/install-packages.sh
+
+.PHONY: node-tools
+node-tools: envtest-tools $(STAMPS)/kube-controller-manager-$(K8S_VERSION) $(STAMPS)/kube-scheduler-$(K8S_VERSION) $(STAMPS)/kubelet-$(K8S_VERSION) $(STAMPS)/kube-proxy-$(K8S_VERSION) $(STAMPS)/coredns-$(COREDNS_VERSION) $(STAMPS)/registry-$(REGISTRY_VERSION) ## Control plane, kubelet, kube-proxy, CoreDNS and the local registry into bin/.
+
+$(STAMPS)/coredns-$(COREDNS_VERSION): | $(STAMPS)
+	@# Plugins: kubernetes, errors, health, ready, loop, cache, reload, log; no forward.
+	@cd hack/tools/coredns && $(call build_tool,coredns,$(COREDNS_VERSION),$(EST_COREDNS)) env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "-s -w" -o $(COREDNS) .
+	@touch $@
+
+$(STAMPS)/registry-$(REGISTRY_VERSION): | $(STAMPS)
+	@# distribution's registry, filesystem storage only.
+	@cd hack/tools/registry && $(call build_tool,registry,$(REGISTRY_VERSION),$(EST_REGISTRY)) env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "-s -w" -o $(LOCALBIN)/registry .
+	@touch $@
+
+.PHONY: realnode
+realnode: ## Build bin/realnode (the real node harness's command).
+	go build -o $(LOCALBIN)/realnode ./cmd/realnode
+
+.PHONY: e2e-real
+e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator and a real two-rank PyTorch job.
+	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -v $(E2E_REAL_FLAGS)
+
+.PHONY: run-real
+run-real: node-packages node-tools realnode ## A real single-node cluster until Ctrl-C (what `make run NODE=real` runs).
+	$(LOCALBIN)/realnode run --workdir $(REALNODE_WORKDIR) --bin $(LOCALBIN) $(REALNODE_FLAGS)
+
+.PHONY: run-real-down
+run-real-down: realnode ## Remove what a killed `make run NODE=real` left on the machine (processes, mounts, routes, rules, namespaces, cgroups).
+	$(LOCALBIN)/realnode down --workdir $(REALNODE_WORKDIR)

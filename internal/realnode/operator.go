@@ -1,0 +1,174 @@
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-operator/ml-operator/internal/certmanager"
+	"github.com/ml-operator/ml-operator/internal/images"
+)
+
+// The operator as config/default installs it.
+const (
+	// ManagerImage is the image the Makefile's IMG names.
+	ManagerImage = "ghcr.io/ml-operator/ml-operator:v0.2.0"
+	// OperatorNamespace and ManagerDeployment are config/default's.
+	OperatorNamespace = "ml-operator-system"
+	ManagerDeployment = "ml-operator-controller-manager"
+)
+
+// DeployOperator installs the operator on the node the way a user does:
+// the manager image built from ./cmd under its shipped name, cert-manager
+// (its CRDs, and its controllers and CA injector running in this process
+// until ctx ends), then `make deploy` of config/default with the
+// repository's kubectl. It returns once the manager Deployment is
+// Available; done closes when cert-manager has stopped after ctx ended.
+func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err error) {
+	began := time.Now()
+	bin := filepath.Join(n.opts.CacheDir, "bin", "manager")
+	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd", bin); err != nil {
+		return nil, err
+	}
+	if err := n.PushImage(ctx, images.Spec{
+		Ref:        ManagerImage,
+		Files:      []images.File{{Source: bin, Path: "/manager"}},
+		Entrypoint: []string{"/manager"},
+		// The Dockerfile's distroless nonroot user: the Deployment says
+		// runAsNonRoot, which needs a numeric non-root user in the image.
+		User: "65532:65532",
+	}); err != nil {
+		return nil, err
+	}
+	n.logf("Manager image %s built and pushed (%s)", ManagerImage, time.Since(began).Round(100*time.Millisecond))
+
+	files, err := certmanager.CRDFiles(n.opts.RepoRoot)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if err := n.applyFile(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.waitCRDsEstablished(ctx, "cert-manager.io"); err != nil {
+		return nil, err
+	}
+	n.logf("Starting cert-manager's controllers and CA injector")
+	if done, err = certmanager.Run(ctx, n.Kubeconfig); err != nil {
+		return nil, err
+	}
+
+	began = time.Now()
+	n.logf("make deploy IMG=%s", ManagerImage)
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "deploy", "IMG="+ManagerImage,
+		"DEPLOY_KUBECTL="+filepath.Join(n.opts.BinDir, "kubectl"))
+	cmd.Dir = n.opts.RepoRoot
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return done, fmt.Errorf("make deploy: %w\n%s", err, out)
+	}
+	dep := &appsv1.Deployment{}
+	if err := poll(ctx, 3*time.Minute, "the manager Deployment Available", func() (bool, error) {
+		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: OperatorNamespace, Name: ManagerDeployment}, dep); err != nil {
+			return false, err
+		}
+		return dep.Status.AvailableReplicas >= 1, fmt.Errorf("status %+v", dep.Status)
+	}, n.kubelet); err != nil {
+		return done, fmt.Errorf("%w\n%s", err, n.OperatorDiagnostics(ctx))
+	}
+	n.logf("Operator deployed and Available (%s)", time.Since(began).Round(100*time.Millisecond))
+	return done, nil
+}
+
+// OperatorDiagnostics describes the manager pods (state, last lines of
+// log) and the events of the operator namespace.
+func (n *Node) OperatorDiagnostics(ctx context.Context) string {
+	return n.NamespaceDiagnostics(ctx, OperatorNamespace)
+}
+
+// NamespaceDiagnostics describes the pods of ns (state, last lines of
+// log) and its events.
+func (n *Node) NamespaceDiagnostics(ctx context.Context, ns string) string {
+	var b strings.Builder
+	pods := &corev1.PodList{}
+	_ = n.Client.List(ctx, pods, client.InNamespace(ns))
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s: %s\n", p.Name, p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "  %s ready=%t restarts=%d state=%+v last=%+v\n", c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
+		}
+		if log, err := n.PodLog(ctx, ns, p.Name); err == nil {
+			if len(log) > 3000 {
+				log = log[len(log)-3000:]
+			}
+			fmt.Fprintf(&b, "  log:\n%s\n", log)
+		}
+	}
+	events := &corev1.EventList{}
+	_ = n.Client.List(ctx, events, client.InNamespace(ns))
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "event %s %s: %s\n", e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// applyFile applies every object of a YAML file server-side.
+func (n *Node) applyFile(ctx context.Context, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := n.Client.Patch(ctx, u, client.Apply, client.FieldOwner("realnode"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+		}
+	}
+}
+
+func (n *Node) waitCRDsEstablished(ctx context.Context, group string) error {
+	return poll(ctx, time.Minute, "CRDs of "+group+" Established", func() (bool, error) {
+		list := &apiextensionsv1.CustomResourceDefinitionList{}
+		if err := n.Client.List(ctx, list); err != nil {
+			return false, err
+		}
+		for _, crd := range list.Items {
+			if crd.Spec.Group != group {
+				continue
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				return false, fmt.Errorf("%s not Established", crd.Name)
+			}
+		}
+		return true, nil
+	})
+}

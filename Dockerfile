@@ -11,7 +11,7 @@ WORKDIR /workspace
 # Dependencies first, so source edits do not invalidate the module cache layer.
 COPY go.mod go.sum ./
 RUN go mod download
-# Every package the manager imports (test/packaging checks this list).
+# Every package the manager imports (test/integration/packaging checks this list).
 COPY cmd/ cmd/
 COPY api/ api/
 COPY controllers/ controllers/

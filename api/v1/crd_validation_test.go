@@ -26,17 +26,10 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s = env.Client
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	os.Exit(testutil.Main(m, testutil.EnvOptions{}, func(env *testutil.Env) (func(), error) {
+		k8s = env.Client
+		return nil, nil
+	}))
 }
 
 // invalidCauses returns the full text of an Invalid error, as kubectl prints it.

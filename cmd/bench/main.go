@@ -3,6 +3,7 @@
 // latency of spec changes, API requests per job, manager memory and gang
 // restart time. It prints a table and writes the raw samples as JSON
 // (`make bench`; docs/benchmarks.md). Nothing it measures passes or fails.
+// The work is test/bench's (Start, Run); this is its command line.
 package main
 
 import (
@@ -20,7 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/ml-operator/ml-operator/cmd/bench/bench"
+	"github.com/ml-operator/ml-operator/test/bench"
 )
 
 func main() {
@@ -109,11 +110,8 @@ func run() (err error) {
 		return fmt.Errorf("%w (manager log: %s)", err, filepath.Join(workdir, "manager.log"))
 	}
 	if out != "" {
-		if err := os.MkdirAll(out, 0o755); err != nil {
-			return err
-		}
-		path := filepath.Join(out, res.Started.Format("2006-01-02T1504Z")+".json")
-		if err := res.WriteJSON(path); err != nil {
+		path, err := res.Save(out)
+		if err != nil {
 			return err
 		}
 		fmt.Printf("\nRaw samples: %s\n", path)

@@ -164,7 +164,7 @@ func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfigur
 
 // DesiredDeployment is the Deployment the operator applies for version v of
 // md, as a typed object (for checks outside this package, such as the Pod
-// Security tests in test/security). replicas is as for the apply.
+// Security tests in test/integration/security). replicas is as for the apply.
 func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32) (*appsv1.Deployment, error) {
 	ac, err := desiredDeployment(md, v, replicas)
 	if err != nil {

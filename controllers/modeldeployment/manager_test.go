@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 )
 
 // runManager runs the real manager (as cmd/main builds it, webhooks off) for

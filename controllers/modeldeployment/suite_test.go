@@ -2,7 +2,6 @@ package modeldeployment_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,8 +22,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
 	mdctrl "github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -41,29 +40,18 @@ var (
 
 func TestMain(m *testing.M) {
 	crds := filepath.Join(testutil.RepoRoot(), "test", "testdata", "crds")
-	env, err := testutil.StartEnv(testutil.EnvOptions{
+	os.Exit(testutil.Main(m, testutil.EnvOptions{
 		ExtraCRDDirs: []string{filepath.Join(crds, "gatewayapi"), filepath.Join(crds, "istio")},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	restCfg = env.Config
-	scheme = manager.NewScheme()
-	if err := gwv1.Install(scheme); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s, err = client.New(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	}, func(env *testutil.Env) (func(), error) {
+		restCfg = env.Config
+		scheme = manager.NewScheme()
+		if err := gwv1.Install(scheme); err != nil {
+			return nil, err
+		}
+		var err error
+		k8s, err = client.New(restCfg, client.Options{Scheme: scheme})
+		return nil, err
+	}))
 }
 
 // harness drives one Reconciler pass by pass.
@@ -84,8 +72,8 @@ func newHarness(t *testing.T) *harness {
 	// (pod creation times) then sort correctly against the operator's times.
 	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	rec := events.NewFakeRecorder(100)
-	c, err := client.New(restCfg, client.Options{Scheme: manager.NewScheme()})
-	require.NoError(t, err)
+	// The reconciler reads what the manager's cache would hold.
+	c := testutil.NewCacheView(t, restCfg)
 	return &harness{
 		t:        t,
 		r:        &mdctrl.Reconciler{Client: c, Recorder: rec, Clock: clk, Routers: routers},

@@ -27,9 +27,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
 	mdctrl "github.com/ml-operator/ml-operator/controllers/modeldeployment"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 

@@ -518,7 +518,7 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 
 // DesiredWorkerPod is the pod the operator creates for a rank in a gang
 // attempt. It is exported for tests that run the generated environment
-// under real launchers (test/launcher).
+// under real launchers (test/torch/launcher).
 func DesiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg Config) *corev1.Pod {
 	return desiredWorkerPod(job, rank, attempt, &cfg)
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 

@@ -2,7 +2,6 @@ package trainingjob_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"sort"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
@@ -27,17 +25,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // The suite runs the reconciler in a manager against a real API server, with
-// the same narrow, label-selected cache as the real manager, and a fake clock
-// the tests step. envtest has no kubelet: tests write pod status by hand.
+// the real manager's cache (testutil.ManagerOptions: manager.CacheOptions),
+// and a fake clock the tests step. envtest has no kubelet: tests write pod status by hand.
 var (
 	env *testutil.Env
 	// managerCache is the reconciler's cache, for tests that wait until it
@@ -49,45 +46,27 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	os.Exit(testutil.Main(m, testutil.EnvOptions{}, startManager))
 }
 
-func run(m *testing.M) int {
-	flag.Parse()
-	if fuzzing() {
-		// A -fuzz run (coordinator and workers) runs only the fuzz target,
-		// which needs no API server: starting one per worker process would
-		// only slow it down and outlive a killed run.
-		return m.Run()
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	var err error
-	env, err = testutil.StartEnv(testutil.EnvOptions{})
+// startManager runs the reconciler in a manager with the production cache
+// (testutil.ManagerOptions) until the returned teardown.
+func startManager(e *testutil.Env) (teardown func(), err error) {
+	env = e
+	mgr, err := ctrl.NewManager(env.Config, testutil.ManagerOptions())
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = env.Stop() }()
-
-	narrow := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{mlv1.LabelManagedBy: mlv1.ManagedByValue})}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 manager.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: narrow, &corev1.Service{}: narrow, &corev1.ConfigMap{}: narrow, &corev1.PersistentVolumeClaim{}: narrow,
-		}},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	if err := trainingjob.SetupIndexes(mctx, mgr.GetFieldIndexer()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	// The reconciler's writes go through a counting interceptor, so tests can
 	// assert how many API writes a job cost. Creates are also counted per
@@ -110,8 +89,7 @@ func run(m *testing.M) int {
 		},
 	}), nil
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	managerCache = mgr.GetCache()
 	recorder := countingRecorder{mgr.GetEventRecorder("trainingjob-controller")}
@@ -122,26 +100,16 @@ func run(m *testing.M) int {
 		MaxConcurrentReconciles: 4,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-	}
-	return code
-}
-
-// fuzzing reports whether go test runs with -fuzz (as coordinator or worker).
-func fuzzing() bool {
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		return true
-	}
-	f := flag.Lookup("test.fuzzworker")
-	return f != nil && f.Value.String() == "true"
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}, nil
 }
 
 // noWatch adapts the manager's client to the interceptor, which wants a

@@ -8,7 +8,7 @@
 //	<!-- BEGIN GENERATED: rules ... -->
 //	<!-- END GENERATED: rules -->
 //
-// is replaced. `make docs` runs it; test/docs/admission_rules_test.go fails
+// is replaced. `make docs` runs it; test/static/docs/admission_rules_test.go fails
 // when the committed section is stale.
 package main
 

@@ -1,6 +1,6 @@
 # make bench / make bench-smoke: owned by the benchmark work (issue 9).
 #
-# Starts its own local kwok cluster (cmd/localcluster/cluster) with enough
+# Starts its own local kwok cluster (internal/localcluster) with enough
 # simulated nodes for the load, runs bin/manager as a separate process,
 # measures, prints a table, writes bench/results/<date>.json and deletes the
 # cluster. It measures; nothing passes or fails on speed. docs/benchmarks.md.

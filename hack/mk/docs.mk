@@ -1,11 +1,11 @@
 ##@ Docs
 
 # The one place the crd-ref-docs arguments live: `make docs` and the
-# staleness test in test/docs (which sets DOCS_OUT to a temp file) both use it.
+# staleness test in test/static/docs (which sets DOCS_OUT to a temp file) both use it.
 DOCS_OUT ?= docs/crd-reference.md
 # The rules table of docs/admission.md is generated from the invalid-manifest
 # corpus; it is written next to DOCS_OUT, so a DOCS_OUT in a temp dir leaves
-# docs/ alone (test/docs/admission_rules_test.go compares the two).
+# docs/ alone (test/static/docs/admission_rules_test.go compares the two).
 ADMISSION_DOC_OUT ?= $(dir $(DOCS_OUT))admission.md
 
 .PHONY: docs

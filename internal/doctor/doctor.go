@@ -124,7 +124,7 @@ func Checks(m Machine, minGo string) []Check {
 	torch := m.Exists("/usr/bin/torchrun") && m.Exists("/usr/lib/python3/dist-packages/prometheus_client")
 	out = append(out, Check{Name: "python3-torch and python3-prometheus-client (Debian's)", OK: torch,
 		Have: found(boolErr(torch)), Fix: "apt-get install python3-torch python3-prometheus-client",
-		Note: "without them make test skips the real-launcher tests (test/launcher, test/trainer) and lists them at the end"})
+		Note: "without them make test skips the real-launcher tests (test/torch/launcher, test/torch/trainer) and lists them at the end"})
 
 	// The real node.
 	out = append(out, Check{Name: "root (the real node makes network namespaces, mounts and routes)", OK: m.UID == 0,

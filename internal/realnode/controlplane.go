@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ml-operator/ml-operator/internal/freeport"
 )
 
 // startControlPlane starts etcd, kube-apiserver, kube-controller-manager
@@ -18,11 +20,11 @@ import (
 // else listens on 127.0.0.1.
 func (n *Node) startControlPlane(ctx context.Context) error {
 	w := n.opts.Workdir
-	etcdClient, err := freePort("127.0.0.1")
+	etcdClient, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	etcdPeer, err := freePort("127.0.0.1")
+	etcdPeer, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -42,7 +44,7 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		return err
 	}
 
-	apiPort, err := freePort(NodeIP)
+	apiPort, err := freeport.On(NodeIP)
 	if err != nil {
 		return err
 	}
@@ -106,7 +108,7 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		return err
 	}
 
-	kcmPort, err := freePort("127.0.0.1")
+	kcmPort, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	schedPort, err := freePort("127.0.0.1")
+	schedPort, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}

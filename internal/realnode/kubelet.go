@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"text/template"
 	"time"
+
+	"github.com/ml-operator/ml-operator/internal/freeport"
 )
 
 // NodeName is the real node's name.
@@ -87,11 +89,11 @@ func (n *Node) startKubelet(ctx context.Context) error {
 	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
 		return err
 	}
-	port, err := freePort(NodeIP)
+	port, err := freeport.On(NodeIP)
 	if err != nil {
 		return err
 	}
-	healthz, err := freePort("127.0.0.1")
+	healthz, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -152,11 +154,11 @@ func (n *Node) startKubeProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	healthz, err := freePort("127.0.0.1")
+	healthz, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort("127.0.0.1")
+	metrics, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}

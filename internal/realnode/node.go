@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ml-operator/ml-operator/internal/freeport"
 	"github.com/ml-operator/ml-operator/internal/images"
 )
 
@@ -376,7 +377,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 // startRegistry starts bin/registry on a free port of 127.0.0.1 with its
 // storage in the cache directory, so what earlier runs pushed is there.
 func (n *Node) startRegistry(ctx context.Context) error {
-	port, err := freePort("127.0.0.1")
+	port, err := freeport.On("127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -518,7 +519,7 @@ func readJSON(path string, v any) error {
 }
 
 // TrainerRootfs is the root filesystem of the trainer image: Debian
-// bookworm with PyTorch and the Prometheus client, for test/trainer/train.py.
+// bookworm with PyTorch and the Prometheus client, for test/torch/trainer/train.py.
 var TrainerRootfs = images.Rootfs{
 	Suite:    "bookworm",
 	Variant:  "apt",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,16 +140,6 @@ func waitGone(pid int, timeout time.Duration) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePort asks the kernel for a free TCP port on host.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // poll calls cond every 250 ms until it returns true or an error, or until

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -57,7 +57,7 @@ const namespace = "chaos"
 // run is the state of one chaos run.
 type run struct {
 	t       *testing.T
-	c       *cluster.Cluster
+	c       *localcluster.Cluster
 	cl      client.Client
 	cs      kubernetes.Interface
 	bin     string
@@ -139,18 +139,18 @@ func (r *run) setup(ctx context.Context) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	var nodes []cluster.NodeSpec
+	var nodes []localcluster.NodeSpec
 	for i := range *flagNodes {
-		nodes = append(nodes, cluster.CPUNode(fmt.Sprintf("cpu-node-%d", i)))
+		nodes = append(nodes, localcluster.CPUNode(fmt.Sprintf("cpu-node-%d", i)))
 	}
 	policy, err := writeAuditPolicy(r.workdir)
 	require(t, err)
-	opts := cluster.Options{RepoRoot: root, BinDir: filepath.Join(root, "bin"), Workdir: r.workdir,
+	opts := localcluster.Options{RepoRoot: root, BinDir: filepath.Join(root, "bin"), Workdir: r.workdir,
 		Name: "chaos", Nodes: nodes, Log: os.Stdout, AuditPolicy: policy}
 	start := time.Now()
-	c, err := cluster.Create(ctx, opts)
+	c, err := localcluster.Create(ctx, opts)
 	if err != nil {
-		_ = cluster.Delete(context.Background(), opts)
+		_ = localcluster.Delete(context.Background(), opts)
 		t.Fatalf("creating the cluster: %v", err)
 	}
 	reaper, err := c.StartReaper(os.Getpid(), false)
@@ -181,7 +181,7 @@ func (r *run) setup(ctx context.Context) {
 
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS, cfg.Burst = 200, 400
-	r.cl, err = client.New(cfg, client.Options{Scheme: cluster.Scheme()})
+	r.cl, err = client.New(cfg, client.Options{Scheme: localcluster.Scheme()})
 	require(t, err)
 	r.cs, err = kubernetes.NewForConfig(cfg)
 	require(t, err)

@@ -16,7 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/freeport"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 // leaseNamespace holds the leader-election Lease of the replicas.
@@ -56,7 +57,7 @@ type replica struct {
 func newReplica(name, bin, kubeconfig, workdir string, leaderElect bool) (*replica, error) {
 	var ports [2]int
 	for i := range ports {
-		p, err := cluster.FreePort()
+		p, err := freeport.Port()
 		if err != nil {
 			return nil, err
 		}
@@ -193,16 +194,13 @@ func (r *replica) unexpectedExits() []string {
 	return append([]string(nil), r.unexpected...)
 }
 
-// waitReady polls /readyz until it answers 200.
+// waitReady waits until /readyz answers 200 (localcluster.WaitReady); the
+// replica may be restarted meanwhile, so its exits do not end the wait.
 func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if code, _ := httpGet(ctx, "http://"+r.probe+"/readyz"); code == http.StatusOK {
-			return nil
-		}
-		sleep(ctx, 200*time.Millisecond)
+	if err := localcluster.WaitReady(ctx, r.probe, timeout, nil); err != nil {
+		return fmt.Errorf("%s: %w; log %s:\n%s", r.name, err, r.logPath, tail(r.logPath, 10))
 	}
-	return fmt.Errorf("%s not ready within %s; log %s:\n%s", r.name, timeout, r.logPath, tail(r.logPath, 10))
+	return nil
 }
 
 // isLeader reads controller-runtime's leader_election_master_status gauge.

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ml-operator/ml-operator/cmd/bench/bench"
+	"github.com/ml-operator/ml-operator/test/bench"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
 func TestNodesAreReadyWithSimulatedGPUs(t *testing.T) {
@@ -33,14 +33,14 @@ func TestNodesAreReadyWithSimulatedGPUs(t *testing.T) {
 			}
 		}
 		assert.True(t, ready, "node %s Ready", n.Name)
-		gpus := n.Status.Allocatable[cluster.GPUResource]
+		gpus := n.Status.Allocatable[localcluster.GPUResource]
 		if gpus.Value() == 0 {
 			cpuNodes++
 			continue
 		}
 		gpuNodes++
 		assert.EqualValues(t, 8, gpus.Value(), n.Name)
-		assert.Equal(t, "true", n.Labels[cluster.GPUPresentLabel], n.Name)
+		assert.Equal(t, "true", n.Labels[localcluster.GPUPresentLabel], n.Name)
 		assert.Contains(t, n.Spec.Taints, corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}, n.Name)
 	}
 	assert.GreaterOrEqual(t, gpuNodes, 4)
@@ -67,8 +67,8 @@ func simPod(ns, name string, gpus int64, annotations map[string]string) *corev1.
 	if gpus > 0 {
 		q := *resource.NewQuantity(gpus, resource.DecimalSI)
 		pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{cluster.GPUResource: q},
-			Limits:   corev1.ResourceList{cluster.GPUResource: q},
+			Requests: corev1.ResourceList{localcluster.GPUResource: q},
+			Limits:   corev1.ResourceList{localcluster.GPUResource: q},
 		}
 		pod.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	}

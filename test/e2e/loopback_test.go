@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -30,7 +30,7 @@ import (
 func nonLoopbackAddresses(ctx context.Context, c client.Client) ([]string, error) {
 	var bad []string
 	check := func(what, addr string) {
-		if addr != "" && addr != corev1.ClusterIPNone && !cluster.IsLoopback(addr) {
+		if addr != "" && addr != corev1.ClusterIPNone && !localcluster.IsLoopback(addr) {
 			bad = append(bad, fmt.Sprintf("%s: %s", what, addr))
 		}
 	}
@@ -180,7 +180,7 @@ func TestWithoutTrainerTheScrapeFails(t *testing.T) {
 	ns := namespace(t)
 	tj := simJob(ns, "no-progress", 1, 0, map[string]string{
 		"sim.ml.example.com/complete-after": "1h",
-		cluster.SimMetricsAnnotation:        "off",
+		localcluster.SimMetricsAnnotation:   "off",
 	})
 	require.NoError(t, env.client.Create(context.Background(), tj))
 

@@ -11,9 +11,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,21 +26,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // env is the running cluster every test uses.
 var env struct {
-	cluster *cluster.Cluster
+	cluster *localcluster.Cluster
 	client  client.Client
 	// webhooks lists the webhooks the manager serves and the cluster calls.
 	webhooks []string
 	// conversion is true when the TrainingJob CRD converts through the manager.
 	conversion bool
 	// trainers serve the progress contract on every Running rank 0.
-	trainers *cluster.Trainers
+	trainers *localcluster.Trainers
 }
 
 func TestMain(m *testing.M) {
@@ -56,7 +55,7 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	defer os.RemoveAll(workdir)
-	opts := cluster.Options{
+	opts := localcluster.Options{
 		RepoRoot: root,
 		BinDir:   filepath.Join(root, "bin"),
 		Workdir:  workdir,
@@ -67,10 +66,10 @@ func runSuite(m *testing.M) (code int) {
 	defer cancel()
 
 	start := time.Now()
-	c, err := cluster.Create(ctx, opts)
+	c, err := localcluster.Create(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "creating the cluster:", err)
-		_ = cluster.Delete(context.Background(), opts)
+		_ = localcluster.Delete(context.Background(), opts)
 		return 1
 	}
 	// If this process dies without the deferred teardown (a panic, the go
@@ -115,18 +114,19 @@ func runSuite(m *testing.M) (code int) {
 	return code
 }
 
-// startManager runs the manager in this process, the way `make run` runs
-// bin/manager: webhooks on 127.0.0.1 with a certificate made for it.
-func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop func(), err error) {
-	cert, err := cluster.WriteServingCert(filepath.Join(workdir, "webhook-certs"))
+// startManager runs the manager in this process with the flags `make run`
+// gives bin/manager (localcluster.ManagerEndpoints): webhooks on 127.0.0.1
+// with a certificate made for it.
+func startManager(ctx context.Context, c *localcluster.Cluster, workdir string) (stop func(), err error) {
+	endpoints, err := c.ManagerEndpoints()
 	if err != nil {
 		return nil, err
 	}
-	var ports [3]int
-	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
-			return nil, err
-		}
+	opts := manager.NewOptions()
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	opts.BindFlags(fs)
+	if err := fs.Parse(endpoints.Flags()); err != nil {
+		return nil, err
 	}
 	logFile, err := os.Create(filepath.Join(workdir, "manager.log"))
 	if err != nil {
@@ -135,24 +135,17 @@ func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop
 	ctrl.SetLogger(ctrlzap.New(ctrlzap.WriteTo(logFile), ctrlzap.UseDevMode(true),
 		ctrlzap.Level(zapcore.InfoLevel)))
 
-	opts := manager.NewOptions()
-	opts.LeaderElect = false
-	opts.DialLoopbackOnly = true
-	opts.MetricsSecure = false
-	opts.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	opts.ProbeAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
-	opts.EnableWebhooks = c.HasWebhookManifests()
-	opts.WebhookPort = ports[2]
-	opts.WebhookHost = "127.0.0.1"
-	opts.WebhookCertDir = cert.Dir
-
 	mctx, mcancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- manager.Run(mctx, c.Config, opts) }()
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = manager.Run(mctx, c.Config, opts)
+		close(exited)
+	}()
 	stop = func() {
 		mcancel()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			// The cluster is deleted next either way; a reconciler that
 			// ignores its context is the manager's bug, not a reason to wait.
@@ -161,52 +154,23 @@ func startManager(ctx context.Context, c *cluster.Cluster, workdir string) (stop
 		logFile.Close()
 	}
 
-	readyz := fmt.Sprintf("http://%s/readyz", opts.ProbeAddr)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(readyz)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	if err := localcluster.WaitReady(ctx, endpoints.ProbeAddr(), time.Minute, exited); err != nil {
+		stop()
+		if errors.Is(err, localcluster.ErrManagerExited) {
+			err = fmt.Errorf("%w: %v", err, runErr)
 		}
-		select {
-		case err := <-done:
-			stop()
-			return nil, fmt.Errorf("the manager exited before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, errors.New("the manager was not ready within a minute")
-		}
-		time.Sleep(250 * time.Millisecond)
+		return nil, err
 	}
-
-	if opts.EnableWebhooks {
-		w := cluster.Webhook{Port: opts.WebhookPort, CABundle: cert.CABundle}
-		installed, _, err := c.InstallWebhooks(ctx, w)
-		if err != nil {
-			stop()
-			return nil, err
-		}
-		env.webhooks = installed
-		if ok, _ := cluster.ServesConversion(ctx, w); ok {
-			if err := c.EnableConversionWebhook(ctx, w); err != nil {
-				stop()
-				return nil, err
-			}
-			env.conversion = true
-		}
+	if env.webhooks, _, env.conversion, err = c.ConnectWebhooks(ctx, endpoints); err != nil {
+		stop()
+		return nil, err
 	}
 	return stop, nil
 }
 
 // keepLogs copies the component and manager logs out of the workdir before
 // it is deleted, so a failed run can be read afterwards.
-func keepLogs(c *cluster.Cluster, workdir string) {
+func keepLogs(c *localcluster.Cluster, workdir string) {
 	dst, err := os.MkdirTemp("", "ml-operator-e2e-logs-")
 	if err != nil {
 		return

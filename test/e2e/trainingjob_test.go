@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -109,7 +109,7 @@ func TestTwoRankGPUJobRunsAndCompletes(t *testing.T) {
 		return running == 2, strings.Join(seen, ", ")
 	})
 	for _, p := range workerPods(t, tj, "0") {
-		gpus := p.Spec.Containers[0].Resources.Limits[cluster.GPUResource]
+		gpus := p.Spec.Containers[0].Resources.Limits[localcluster.GPUResource]
 		assert.EqualValues(t, 2, gpus.Value(), "%s GPU limit", p.Name)
 	}
 	running := waitState(t, tj, mlv1.StateRunning)
@@ -131,7 +131,7 @@ func TestJobWaitsForGPUCapacity(t *testing.T) {
 	nodes := &corev1.NodeList{}
 	require.NoError(t, env.client.List(ctx, nodes))
 	for _, n := range nodes.Items {
-		q := n.Status.Allocatable[cluster.GPUResource]
+		q := n.Status.Allocatable[localcluster.GPUResource]
 		gpusInCluster += int32(q.Value())
 	}
 	workers := gpusInCluster/8 + 1
@@ -162,7 +162,7 @@ func TestJobWaitsForGPUCapacity(t *testing.T) {
 	})
 	assert.Contains(t, []mlv1.TrainingJobState{mlv1.StatePending, mlv1.StateInitializing}, waiting.Status.State, describeJob(waiting))
 
-	require.NoError(t, env.cluster.AddNodes(ctx, cluster.GPUNode(fmt.Sprintf("gpu-node-extra-%s", ns), 8)))
+	require.NoError(t, env.cluster.AddNodes(ctx, localcluster.GPUNode(fmt.Sprintf("gpu-node-extra-%s", ns), 8)))
 	running := waitState(t, tj, mlv1.StateRunning)
 	assert.EqualValues(t, workers, running.Status.Workers.Active, describeJob(running))
 

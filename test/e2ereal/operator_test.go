@@ -22,12 +22,12 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/localcluster/cluster"
 	"github.com/ml-operator/ml-operator/internal/images"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
-// TrainerImage is the example trainer (test/trainer/train.py on Debian's
+// TrainerImage is the example trainer (test/torch/trainer/train.py on Debian's
 // PyTorch), built here.
 const TrainerImage = "ghcr.io/ml-operator/trainer-example:e2e"
 
@@ -42,7 +42,7 @@ func TestOperator(t *testing.T) {
 	// cert-manager's injector logs through controller-runtime's logger.
 	ctrllog.SetLogger(klog.NewKlogr())
 	var err error
-	opClient, err = client.New(node.Config, client.Options{Scheme: cluster.Scheme()})
+	opClient, err = client.New(node.Config, client.Options{Scheme: localcluster.Scheme()})
 	require.NoError(t, err)
 	deployOperator(t)
 	t.Run("WebhookAnswersThroughItsService", testWebhookAnswers)
@@ -97,7 +97,7 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	require.NoError(t, node.PushImage(ctx, images.Spec{
 		Ref:       TrainerImage,
 		RootfsTar: rootfs,
-		Files:     []images.File{{Source: filepath.Join(repo, "test", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644}},
+		Files:     []images.File{{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644}},
 	}))
 	t.Logf("trainer image built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
 

@@ -18,10 +18,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/webhooks"
 )
 
@@ -110,16 +109,13 @@ func StartEnv(o EnvOptions) (*Env, error) {
 // serveWebhooks runs the project's webhooks where envtest told the API server
 // to find them, and returns once they answer TLS connections.
 func serveWebhooks(cfg *rest.Config, wo *envtest.WebhookInstallOptions, images map[string]string) (context.CancelFunc, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 manager.NewScheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    wo.LocalServingHost,
-			Port:    wo.LocalServingPort,
-			CertDir: wo.LocalServingCertDir,
-		}),
+	opts := ManagerOptions()
+	opts.WebhookServer = webhook.NewServer(webhook.Options{
+		Host:    wo.LocalServingHost,
+		Port:    wo.LocalServingPort,
+		CertDir: wo.LocalServingCertDir,
 	})
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook manager: %w", err)
 	}

@@ -1,12 +1,8 @@
 package testutil
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
 
@@ -14,8 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ml-operator/ml-operator/internal/manifests"
 )
 
 // SeedExamplesDir is the copy of ../shared/seed-examples: the manifests our
@@ -31,31 +28,15 @@ func SeedExamples() ([]string, error) {
 	return paths, err
 }
 
-// ReadManifests decodes every YAML document in a file into unstructured objects.
+// ReadManifests decodes every YAML document in a file into unstructured
+// objects (internal/manifests).
 func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return DecodeManifests(data)
+	return manifests.Read(path)
 }
 
 // DecodeManifests decodes a multi-document YAML stream.
 func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, err
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	return manifests.Decode(data)
 }
 
 // EnsureNamespace creates a namespace if it does not exist yet.

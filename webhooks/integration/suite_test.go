@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -30,17 +30,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{Webhooks: true, DefaultImages: images})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	k8s, cfg = env.Client, env.Config
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	os.Exit(code)
+	os.Exit(testutil.Main(m, testutil.EnvOptions{Webhooks: true, DefaultImages: images}, func(env *testutil.Env) (func(), error) {
+		k8s, cfg = env.Client, env.Config
+		return nil, nil
+	}))
 }
 
 // denial is the full text kubectl prints when the named webhook refuses an

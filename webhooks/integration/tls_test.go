@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -78,17 +78,14 @@ func servedSerial(addr string) (*big.Int, error) {
 // answers the defaulting webhook with the operator's default image, and
 // serves a rotated certificate without a restart.
 //
-// It lives here rather than in cmd/manager because controller names are
+// It lives here rather than in internal/manager because controller names are
 // unique per process, and this package builds the only full manager of its
 // test binary.
 func TestWebhookServerReloadsRotatedCertificates(t *testing.T) {
 	certDir := t.TempDir()
 	first := writeServingCert(t, certDir)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
+	port := testutil.FreePort(t)
 
 	opts := manager.NewOptions()
 	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false

@@ -17,17 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/cmd/manager"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // scrape reads the manager's /metrics.
 func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
@@ -80,9 +72,9 @@ func TestManagerServesTrainingJobMetrics(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 
 	opts := manager.NewOptions()
-	opts.MetricsAddr = freeAddr(t)
+	opts.MetricsAddr = testutil.FreeAddr(t)
 	opts.MetricsSecure = false
-	opts.ProbeAddr = freeAddr(t)
+	opts.ProbeAddr = testutil.FreeAddr(t)
 	opts.LeaderElect = false
 	opts.EnableWebhooks = false
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,320 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is everything one run measured: raw samples plus the machine.
+type Result struct {
+	Config   Config    `json:"config"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Machine  Machine   `json:"machine"`
+	Nodes    int       `json:"nodes"`
+	Webhooks []string  `json:"webhooks"`
+
+	Baseline []BaselineRun  `json:"baseline,omitempty"`
+	Burst    []BurstRun     `json:"burst,omitempty"`
+	Latency  *Latency       `json:"latency,omitempty"`
+	Webhook  WebhookLatency `json:"webhookAdmission"`
+	Cost     *Cost          `json:"apiCost,omitempty"`
+	Memory   []MemoryLevel  `json:"memory,omitempty"`
+	Restart  []RestartRun   `json:"restart,omitempty"`
+	// Phases break the control plane's work down by scenario.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel"`
+	MemoryKB  int64  `json:"memoryKB"`
+	Kernel    string `json:"kernel"`
+	GoVersion string `json:"goVersion"`
+	Commit    string `json:"commit"`
+}
+
+// BaselineRun is one plain-client creation of the burst's pod count.
+type BaselineRun struct {
+	Seconds       float64 `json:"seconds"`
+	PodsPerSecond float64 `json:"podsPerSecond"`
+}
+
+// BurstRun is one burst of Jobs x Ranks.
+type BurstRun struct {
+	// JobsCreatedSeconds is how long the benchmark took to create the jobs.
+	JobsCreatedSeconds float64 `json:"jobsCreatedSeconds"`
+	// PodsSeconds: from the first create to every pod seen.
+	PodsSeconds float64 `json:"podsSeconds"`
+	// RunningSeconds: from the first create to every job Running.
+	RunningSeconds float64 `json:"runningSeconds"`
+	PodsPerSecond  float64 `json:"podsPerSecond"`
+	// ManagerRequests is what the manager's client sent from the first create
+	// to every job Running, by "<method> <HTTP code>"
+	// (rest_client_requests_total).
+	ManagerRequests map[string]float64 `json:"managerRequests"`
+}
+
+// Latency samples, in milliseconds.
+type Latency struct {
+	CreateToPods []float64 `json:"createToPodsMs"`
+	Suspend      []float64 `json:"suspendToPodsGoneMs"`
+	Resume       []float64 `json:"resumeToPodsMs"`
+	NumWorkers   []float64 `json:"numWorkersToNewGangMs"`
+	Weights      []float64 `json:"weightToHTTPRouteMs"`
+	// PatchCalls is how long each suspend, resume and numWorkers patch took
+	// to return (the API server and the admission webhooks): the part of
+	// those latencies that is not the operator's.
+	PatchCalls []float64 `json:"patchCallMs,omitempty"`
+}
+
+// WebhookLatency is from apiserver_admission_webhook_admission_duration_seconds
+// over the whole run (every admission webhook call, any operation).
+type WebhookLatency struct {
+	Admissions int     `json:"admissions"`
+	P50Ms      float64 `json:"p50Ms"`
+	P99Ms      float64 `json:"p99Ms"`
+}
+
+// Cost is the API requests per job lifecycle.
+type Cost struct {
+	Jobs                 int       `json:"jobs"`
+	Ranks                int       `json:"ranks"`
+	WindowSeconds        float64   `json:"windowSeconds"`
+	OperatorWritesPerPod float64   `json:"operatorWritesPerPod"`
+	Rows                 []CostRow `json:"rows"`
+	// EventsPerJob counts the events in the namespace by "<reporting
+	// controller> <reason>" (a series counts its repeats).
+	EventsPerJob map[string]float64 `json:"eventsPerJob"`
+}
+
+// CostRow is one verb on one resource.
+type CostRow struct {
+	RequestKey
+	PerJob float64 `json:"perJob"`
+	Source string  `json:"source"`
+}
+
+// MemoryLevel is the manager's memory at a number of worker pods.
+type MemoryLevel struct {
+	Pods     int      `json:"pods"`
+	Readings []Memory `json:"readings"`
+}
+
+// RestartRun is the gang restart time at one size, in seconds.
+type RestartRun struct {
+	Ranks   int       `json:"ranks"`
+	Seconds []float64 `json:"seconds"`
+	// FirstPodToRunning is from the next attempt's first pod to all of them
+	// Running: the part after the backoff.
+	FirstPodToRunning []float64 `json:"firstPodToRunningSeconds"`
+}
+
+func describeMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if rest, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
+				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &m.MemoryKB)
+				break
+			}
+		}
+		f.Close()
+	}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		m.Kernel = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// Save writes the result into dir as <start time>.json (bench/results is
+// the runs of record) and returns the file's path.
+func (r *Result) Save(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, r.Started.Format("2006-01-02T1504Z")+".json")
+	return path, r.WriteJSON(path)
+}
+
+// WriteJSON writes the result, indented.
+func (r *Result) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// MarshalJSON keeps NaN (an empty measurement) out of the JSON as null.
+func (w WebhookLatency) MarshalJSON() ([]byte, error) {
+	type plain struct {
+		Admissions int      `json:"admissions"`
+		P50Ms      *float64 `json:"p50Ms"`
+		P99Ms      *float64 `json:"p99Ms"`
+	}
+	num := func(f float64) *float64 {
+		if math.IsNaN(f) {
+			return nil
+		}
+		return &f
+	}
+	return json.Marshal(plain{w.Admissions, num(w.P50Ms), num(w.P99Ms)})
+}
+
+func spread(s Summary, unit string, digits int) string {
+	if s.N == 0 {
+		return "-"
+	}
+	f := fmt.Sprintf("%%.%df", digits)
+	return fmt.Sprintf(f+" %s ("+f+" – "+f+", n=%d)", s.Median, unit, s.Min, s.Max, s.N)
+}
+
+func msOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func pcts(xs []float64) string {
+	s := Summarize(xs)
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("p50 %.0f ms, p99 %.0f ms (max %.0f, n=%d)", s.Median, s.P99, s.Max, s.N)
+}
+
+// PrintTable writes the human-readable summary: medians with min – max.
+func (r *Result) PrintTable(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "\nml-operator benchmark, %s, %d CPUs (%s), %d simulated nodes, manager QPS %g / burst %d\n",
+		r.Started.Format(time.RFC3339), r.Machine.CPUs, r.Machine.CPUModel, r.Nodes, c.QPS, c.Burst)
+	fmt.Fprintln(w, "median (min – max, n) over the repeats; kwok simulates kubelets: no image pulls, no container start")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tmeasure\tvalue")
+	if len(r.Burst) > 0 {
+		pods := c.Jobs * c.Ranks
+		var ps, rs, rate, base, baseRate []float64
+		for _, b := range r.Burst {
+			ps, rs, rate = append(ps, b.PodsSeconds), append(rs, b.RunningSeconds), append(rate, b.PodsPerSecond)
+		}
+		for _, b := range r.Baseline {
+			base, baseRate = append(base, b.Seconds), append(baseRate, b.PodsPerSecond)
+		}
+		name := fmt.Sprintf("burst %d x %d (%d pods)", c.Jobs, c.Ranks, pods)
+		fmt.Fprintf(tw, "%s\tall pods created\t%s\n", name, spread(Summarize(ps), "s", 2))
+		fmt.Fprintf(tw, "\tall jobs Running\t%s\n", spread(Summarize(rs), "s", 2))
+		fmt.Fprintf(tw, "\tpods/s\t%s\n", spread(Summarize(rate), "", 1))
+		keys := make([]string, 0, len(r.Burst[0].ManagerRequests))
+		for k := range r.Burst[0].ManagerRequests {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			var xs []float64
+			for _, b := range r.Burst {
+				xs = append(xs, b.ManagerRequests[k])
+			}
+			fmt.Fprintf(tw, "\tmanager requests %s (create -> all Running)\t%s\n", k, spread(Summarize(xs), "", 0))
+		}
+		fmt.Fprintf(tw, "baseline (plain client, same QPS/burst)\tall pods created\t%s\n", spread(Summarize(base), "s", 2))
+		fmt.Fprintf(tw, "\tpods/s\t%s\n", spread(Summarize(baseRate), "", 1))
+		if br := Summarize(baseRate).Median; br > 0 {
+			fmt.Fprintf(tw, "\toperator rate / baseline rate\t%.0f %%\n", 100*Summarize(rate).Median/br)
+		}
+	}
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(tw, "latency (cluster loaded)\tcreate -> all ranks' pods\t%s\n", pcts(l.CreateToPods))
+		fmt.Fprintf(tw, "\tsuspend -> pods gone\t%s\n", pcts(l.Suspend))
+		fmt.Fprintf(tw, "\tresume -> pods back\t%s\n", pcts(l.Resume))
+		fmt.Fprintf(tw, "\tnumWorkers+1 -> new gang's pods\t%s\n", pcts(l.NumWorkers))
+		fmt.Fprintf(tw, "\tMD weight -> HTTPRoute\t%s\n", pcts(l.Weights))
+		if len(l.PatchCalls) > 0 {
+			fmt.Fprintf(tw, "\tthe suspend/resume/numWorkers patch call itself\t%s\n", pcts(l.PatchCalls))
+		}
+	}
+	if r.Webhook.Admissions > 0 {
+		fmt.Fprintf(tw, "webhook admission (apiserver histogram)\tp50 / p99\t%.1f ms / %.1f ms (%d calls)\n",
+			r.Webhook.P50Ms, r.Webhook.P99Ms, r.Webhook.Admissions)
+	}
+	if k := r.Cost; k != nil {
+		fmt.Fprintf(tw, "API cost (%d jobs x %d ranks, create -> Completed)\toperator writes per pod\t%.2f\n", k.Jobs, k.Ranks, k.OperatorWritesPerPod)
+		for _, row := range k.Rows {
+			if row.Source == "heartbeat" || row.PerJob < 0.05 {
+				continue
+			}
+			fmt.Fprintf(tw, "\t%s per job\t%.1f (%s)\n", row.String(), row.PerJob, row.Source)
+		}
+		srcs := make([]string, 0, len(k.EventsPerJob))
+		for s := range k.EventsPerJob {
+			srcs = append(srcs, s)
+		}
+		sort.Strings(srcs)
+		for _, s := range srcs {
+			fmt.Fprintf(tw, "\tevents per job: %s\t%.1f\n", s, k.EventsPerJob[s])
+		}
+	}
+	for _, m := range r.Memory {
+		var rss, heap []float64
+		for _, x := range m.Readings {
+			rss, heap = append(rss, float64(x.RSSBytes)/1e6), append(heap, float64(x.HeapBytes)/1e6)
+		}
+		fmt.Fprintf(tw, "manager memory at %d worker pods\tRSS / Go heap\t%s / %s\n", m.Pods,
+			spread(Summarize(rss), "MB", 1), spread(Summarize(heap), "MB", 1))
+		if x := m.Readings[len(m.Readings)-1]; x.RSSAnonBytes > 0 {
+			fmt.Fprintf(tw, "\tlast reading: RSS anon / file; Go heap in use / Go sys\t%.1f / %.1f MB; %.1f / %.1f MB\n",
+				float64(x.RSSAnonBytes)/1e6, float64(x.RSSFileBytes)/1e6, float64(x.HeapInuseBytes)/1e6, float64(x.GoSysBytes)/1e6)
+		}
+	}
+	for _, p := range r.Phases {
+		if p.Admissions == 0 && p.ServerCalls == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "webhooks during %s (%.0f s, load %.1f)\tapiserver p50 / p99; handler p50 / p99\t%s / %s (%d calls); %s / %s (%d calls); CPU s manager %.1f, apiserver %.1f\n",
+			p.Name, p.Seconds, p.LoadAverage, msOrDash(p.APIServerP50Ms), msOrDash(p.APIServerP99Ms), p.Admissions,
+			msOrDash(p.ServerP50Ms), msOrDash(p.ServerP99Ms), p.ServerCalls, p.ManagerCPUSeconds, p.APIServerCPUSeconds)
+		fmt.Fprintf(tw, "\t  TrainingJob work queue: wait p50 / p99; reconcile p50 / p99\t%s / %s; %s / %s (%d passes)\n",
+			msOrDash(p.QueueWaitP50Ms), msOrDash(p.QueueWaitP99Ms), msOrDash(p.ReconcileP50Ms), msOrDash(p.ReconcileP99Ms), p.Reconciles)
+		paths := make([]string, 0, len(p.ServerCallsByPath))
+		for path := range p.ServerCallsByPath {
+			paths = append(paths, path)
+		}
+		sort.Strings(paths)
+		for _, path := range paths {
+			fmt.Fprintf(tw, "\t  handler calls %s\t%d\n", path, p.ServerCallsByPath[path])
+		}
+	}
+	for _, x := range r.Restart {
+		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",
+			x.Ranks, spread(Summarize(x.Seconds), "s", 2), firstRestartBackoff)
+		fmt.Fprintf(tw, "\tnext attempt's first pod -> all Running\t%s\n", spread(Summarize(x.FirstPodToRunning), "s", 2))
+	}
+	tw.Flush()
+}

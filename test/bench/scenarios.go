@@ -1,0 +1,793 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/localcluster"
+)
+
+// Config is what to measure.
+type Config struct {
+	// Jobs and Ranks shape the burst: Jobs TrainingJobs of Ranks ranks each.
+	Jobs, Ranks int
+	// Repeats is how many times each scenario runs.
+	Repeats int
+	// GPUsPerWorker is each worker's nvidia.com/gpu request.
+	GPUsPerWorker int
+	// QPS and Burst are the manager's client limits, and the baseline's.
+	QPS   float64
+	Burst int
+	// LatencySamples is how many samples each latency measurement takes per repeat.
+	LatencySamples int
+	// CostJobs is how many jobs the API cost is averaged over.
+	CostJobs int
+	// MemoryPods are the worker-pod counts the manager's memory is read at.
+	MemoryPods []int
+	// RestartRanks are the gang sizes the restart time is measured at.
+	RestartRanks []int
+	// Skip names scenarios not to run (burst, latency, cost, memory, restart).
+	Skip map[string]bool
+}
+
+// Pods is the most worker pods any scenario holds at once, with room for
+// the latency jobs.
+func (c Config) Pods() int {
+	n := c.Jobs * c.Ranks
+	for _, m := range c.MemoryPods {
+		n = max(n, m)
+	}
+	for _, r := range c.RestartRanks {
+		n = max(n, r)
+	}
+	return n + c.LatencySamples*(c.Ranks+1) + 16
+}
+
+// workerImage is never pulled: kwok plays the kubelet.
+const workerImage = "example.com/trainer:bench"
+
+// The backoff before a failed gang's first restart (controllers/trainingjob
+// DefaultBackoffBase; the manager has no flag for it).
+const firstRestartBackoff = 10 * time.Second
+
+// run holds what one benchmark run shares.
+type run struct {
+	env     *Env
+	cfg     Config
+	tracker *Tracker
+	log     io.Writer
+	// patchCalls are the durations of patchJob's API calls, in milliseconds.
+	patchCalls []float64
+}
+
+// Run measures every scenario not skipped on a running Env.
+func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, error) {
+	tracker, err := StartTracker(ctx, env.Cluster.Config)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{env: env, cfg: cfg, tracker: tracker, log: log}
+	res := &Result{Config: cfg, Started: time.Now().UTC()}
+	res.Machine = describeMachine()
+	res.Nodes = len(env.Nodes)
+	res.Webhooks = env.Webhooks
+
+	before, err := env.APIServerMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Skip["cost"] {
+		err := r.measured(ctx, res, "cost", func() (err error) { res.Cost, err = r.cost(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("API cost: %w", err)
+		}
+	}
+	if !cfg.Skip["memory"] {
+		err := r.measured(ctx, res, "memory", func() (err error) { res.Memory, err = r.memory(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("memory: %w", err)
+		}
+	}
+	if !cfg.Skip["restart"] {
+		err := r.measured(ctx, res, "restart", func() (err error) { res.Restart, err = r.restart(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("restart: %w", err)
+		}
+	}
+	if !cfg.Skip["burst"] {
+		if err := r.burst(ctx, res); err != nil {
+			return res, fmt.Errorf("burst: %w", err)
+		}
+	}
+	after, err := env.APIServerMetrics(ctx)
+	if err != nil {
+		return res, err
+	}
+	const name = "apiserver_admission_webhook_admission_duration_seconds"
+	h := sumHistogram(after, name, nil).minus(sumHistogram(before, name, nil))
+	res.Webhook = WebhookLatency{
+		Admissions: int(h.total),
+		P50Ms:      h.quantile(0.5) * 1000,
+		P99Ms:      h.quantile(0.99) * 1000,
+	}
+	res.Finished = time.Now().UTC()
+	return res, nil
+}
+
+// measured runs one scenario and records its Phase.
+func (r *run) measured(ctx context.Context, res *Result, name string, scenario func() error) error {
+	before, err := r.env.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if err := scenario(); err != nil {
+		return err
+	}
+	after, err := r.env.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	res.Phases = append(res.Phases, phase(name, before, after))
+	return nil
+}
+
+// newNamespace creates ns and waits for its default ServiceAccount.
+func (r *run) newNamespace(ctx context.Context, ns string) error {
+	err := r.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	_, err = waitUntil(ctx, time.Minute, "ServiceAccount "+ns+"/default", func() bool {
+		return r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
+	})
+	return err
+}
+
+// job builds a TrainingJob of ranks ranks without checkpoint storage.
+func (r *run) job(ns, name string, ranks int, annotations map[string]string) *mlv1.TrainingJob {
+	ann := map[string]string{"sim.ml.example.com/complete-after": "1h"}
+	for k, v := range annotations {
+		ann[k] = v
+	}
+	return &mlv1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: mlv1.TrainingJobSpec{
+			Image:         workerImage,
+			NumWorkers:    int32(ranks),
+			GPUsPerWorker: ptr.To(int32(r.cfg.GPUsPerWorker)),
+			Checkpoint:    mlv1.CheckpointSpec{Enabled: ptr.To(false)},
+			Template:      mlv1.WorkerTemplate{Annotations: ann},
+		},
+	}
+}
+
+// createJobs creates count jobs <prefix>-<i> at once (32 in flight, through
+// the benchmark's own generous rate limit).
+func (r *run) createJobs(ctx context.Context, ns, prefix string, from, to, ranks int, ann map[string]string) error {
+	return parallel(ctx, to-from, 32, func(i int) error {
+		return r.env.Client.Create(ctx, r.job(ns, fmt.Sprintf("%s-%d", prefix, from+i), ranks, ann))
+	})
+}
+
+// cleanup deletes every TrainingJob and worker pod in ns and waits until
+// the tracker has seen them go. Pods are deleted in one collection request:
+// waiting for the garbage collector (kube-controller-manager at 20 QPS)
+// would take minutes at thousands of pods.
+func (r *run) cleanup(ctx context.Context, ns string) error {
+	c := r.env.Client
+	if err := c.DeleteAllOf(ctx, &mlv1.TrainingJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		return err
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, "TrainingJobs in "+ns+" gone", func() bool {
+		all, _ := r.tracker.Jobs(ns, "")
+		return all == 0
+	}); err != nil {
+		return err
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
+		return err
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, "worker pods in "+ns+" gone", func() bool { return r.tracker.Pods(ns) == 0 }); err != nil {
+		return err
+	}
+	// The garbage collector deletes the Services and ConfigMaps, and
+	// kube-controller-manager the endpoints after them: wait, so the next
+	// scenario (the API cost above all) does not count that work.
+	managed := client.MatchingLabels{mlv1.LabelManagedBy: mlv1.ManagedByValue}
+	_, err := waitUntil(ctx, 5*time.Minute, "Services, ConfigMaps and EndpointSlices in "+ns+" gone", func() bool {
+		for _, l := range []client.ObjectList{&corev1.ServiceList{}, &corev1.ConfigMapList{}} {
+			if err := c.List(ctx, l, client.InNamespace(ns), managed, client.Limit(1)); err != nil || meta.LenList(l) > 0 {
+				return false
+			}
+		}
+		es := &discoveryv1.EndpointSliceList{}
+		return c.List(ctx, es, client.InNamespace(ns), client.Limit(1)) == nil && len(es.Items) == 0
+	})
+	return err
+}
+
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// burst runs the plain-client baseline and the TrainingJob burst Repeats
+// times each, alternating, then measures latency on the loaded cluster
+// after the last burst.
+func (r *run) burst(ctx context.Context, res *Result) error {
+	total := r.cfg.Jobs * r.cfg.Ranks
+	timeout := 5*time.Minute + time.Duration(total)*100*time.Millisecond
+	for rep := range r.cfg.Repeats {
+		base, err := r.baseline(ctx, fmt.Sprintf("baseline-%d", rep), total)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		res.Baseline = append(res.Baseline, base)
+		r.logf("baseline %d: %d pods in %.2fs (%.1f pods/s)", rep, total, base.Seconds, base.PodsPerSecond)
+
+		ns := fmt.Sprintf("burst-%d", rep)
+		if err := r.newNamespace(ctx, ns); err != nil {
+			return err
+		}
+		mgrBefore, err := r.env.ManagerMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		snapBefore, err := r.env.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := r.createJobs(ctx, ns, "job", 0, r.cfg.Jobs, r.cfg.Ranks, nil); err != nil {
+			return err
+		}
+		jobsCreated := time.Since(start)
+		podsAt, err := waitUntil(ctx, timeout, "every burst pod", func() bool { return r.tracker.Pods(ns) >= total })
+		if err != nil {
+			return err
+		}
+		runningAt, err := waitUntil(ctx, timeout, "every burst job Running", func() bool {
+			_, running := r.tracker.Jobs(ns, mlv1.StateRunning)
+			return running == r.cfg.Jobs
+		})
+		if err != nil {
+			return err
+		}
+		b := BurstRun{
+			JobsCreatedSeconds: jobsCreated.Seconds(),
+			PodsSeconds:        podsAt.Sub(start).Seconds(),
+			RunningSeconds:     runningAt.Sub(start).Seconds(),
+		}
+		b.PodsPerSecond = float64(total) / b.PodsSeconds
+		mgrAfter, err := r.env.ManagerMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		snapAfter, err := r.env.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		res.Phases = append(res.Phases, phase(fmt.Sprintf("burst-%d (create -> all Running)", rep), snapBefore, snapAfter))
+		b.ManagerRequests = map[string]float64{}
+		prev := clientRequests(mgrBefore)
+		for k, v := range clientRequests(mgrAfter) {
+			if d := v - prev[k]; d > 0 {
+				b.ManagerRequests[k] = d
+			}
+		}
+		res.Burst = append(res.Burst, b)
+		r.logf("burst %d: %d jobs x %d ranks: pods in %.2fs (%.1f pods/s), all Running in %.2fs",
+			rep, r.cfg.Jobs, r.cfg.Ranks, b.PodsSeconds, b.PodsPerSecond, b.RunningSeconds)
+
+		if rep == r.cfg.Repeats-1 && !r.cfg.Skip["latency"] {
+			err := r.measured(ctx, res, "latency (cluster loaded)", func() (err error) { res.Latency, err = r.latency(ctx); return err })
+			if err != nil {
+				return fmt.Errorf("latency: %w", err)
+			}
+		}
+		if err := r.cleanup(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// baseline creates pods plain pods through a client with the manager's
+// QPS and burst, 64 requests in flight, and times it.
+func (r *run) baseline(ctx context.Context, ns string, pods int) (BaselineRun, error) {
+	if err := r.newNamespace(ctx, ns); err != nil {
+		return BaselineRun{}, err
+	}
+	cfg := rest.CopyConfig(r.env.Cluster.Config)
+	cfg.QPS, cfg.Burst = float32(r.cfg.QPS), r.cfg.Burst
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return BaselineRun{}, err
+	}
+	start := time.Now()
+	err = parallel(ctx, pods, 64, func(i int) error {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, r.baselinePod(i), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return BaselineRun{}, err
+	}
+	d := time.Since(start)
+	if err := r.env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		return BaselineRun{}, err
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, "baseline pods gone", func() bool {
+		l, err := r.env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(l.Items) == 0
+	}); err != nil {
+		return BaselineRun{}, err
+	}
+	return BaselineRun{Seconds: d.Seconds(), PodsPerSecond: float64(pods) / d.Seconds()}, nil
+}
+
+// baselinePod is shaped like a worker pod (same requests, same toleration)
+// so the scheduler and kwok do the same work for it.
+func (r *run) baselinePod(i int) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("plain-%d", i), Labels: map[string]string{"bench": "baseline"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "worker", Image: workerImage}},
+		},
+	}
+	if g := r.cfg.GPUsPerWorker; g > 0 {
+		q := *resource.NewQuantity(int64(g), resource.DecimalSI)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{localcluster.GPUResource: q}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: localcluster.GPUTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return p
+}
+
+// latency measures, with the burst's jobs still running: create -> every
+// rank's pod exists for one more job; suspend -> the pods are gone; resume
+// -> they are back; numWorkers +1 -> the re-formed gang's pods exist; a
+// ModelDeployment's weights -> its HTTPRoute carries them.
+func (r *run) latency(ctx context.Context) (*Latency, error) {
+	ns := "latency"
+	if err := r.newNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	lat := &Latency{}
+	w := r.cfg.Ranks
+	for i := range r.cfg.LatencySamples {
+		name := fmt.Sprintf("lat-%d", i)
+		start := time.Now()
+		if err := r.env.Client.Create(ctx, r.job(ns, name, w, nil)); err != nil {
+			return nil, err
+		}
+		at, err := waitUntil(ctx, time.Minute, name+"'s pods", func() bool {
+			n, _ := r.tracker.GangPods(ns, name, 0)
+			return n == w
+		})
+		if err != nil {
+			return nil, err
+		}
+		lat.CreateToPods = append(lat.CreateToPods, ms(at.Sub(start)))
+	}
+	for i := range r.cfg.LatencySamples {
+		name := fmt.Sprintf("lat-%d", i)
+		if _, err := waitUntil(ctx, 2*time.Minute, name+" Running", func() bool {
+			return r.tracker.JobState(ns, name) == mlv1.StateRunning
+		}); err != nil {
+			return nil, err
+		}
+		d, err := r.patchJob(ctx, ns, name, func(j *mlv1.TrainingJob) { j.Spec.Suspend = ptr.To(true) }, func() bool {
+			n, _ := r.tracker.JobPods(ns, name)
+			return n == 0
+		})
+		if err != nil {
+			return nil, err
+		}
+		lat.Suspend = append(lat.Suspend, d)
+		d, err = r.patchJob(ctx, ns, name, func(j *mlv1.TrainingJob) { j.Spec.Suspend = ptr.To(false) }, func() bool {
+			n, _ := r.tracker.JobPods(ns, name)
+			return n == w
+		})
+		if err != nil {
+			return nil, err
+		}
+		lat.Resume = append(lat.Resume, d)
+		// A job that is not Running yet may grow its gang in place; a
+		// Running one re-forms it as a new attempt. Either way the change
+		// has landed when the latest attempt has every rank and no other
+		// attempt is left.
+		d, err = r.patchJob(ctx, ns, name, func(j *mlv1.TrainingJob) { j.Spec.NumWorkers = int32(w + 1) }, func() bool {
+			n, attempt := r.tracker.JobPods(ns, name)
+			gang, _ := r.tracker.GangPods(ns, name, attempt)
+			return n == w+1 && gang == w+1
+		})
+		if err != nil {
+			return nil, err
+		}
+		lat.NumWorkers = append(lat.NumWorkers, d)
+	}
+	lat.PatchCalls, r.patchCalls = r.patchCalls, nil
+	r.logf("latency: %d samples each of create, suspend, resume and numWorkers", r.cfg.LatencySamples)
+	if err := r.weights(ctx, ns, lat); err != nil {
+		return nil, err
+	}
+	return lat, r.cleanup(ctx, ns)
+}
+
+// patchJob applies change as a merge patch and returns how long until done
+// holds, in milliseconds.
+func (r *run) patchJob(ctx context.Context, ns, name string, change func(*mlv1.TrainingJob), done func() bool) (float64, error) {
+	j := &mlv1.TrainingJob{}
+	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, j); err != nil {
+		return 0, err
+	}
+	base := j.DeepCopy()
+	change(j)
+	start := time.Now()
+	if err := r.env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
+		return 0, err
+	}
+	r.patchCalls = append(r.patchCalls, ms(time.Since(start)))
+	at, err := waitUntil(ctx, time.Minute, "the change to "+name+" to reach its pods", done)
+	if err != nil {
+		n, attempt := r.tracker.JobPods(ns, name)
+		return 0, fmt.Errorf("%w (spec %+v; seen: %d pods, latest attempt %d, state %q)",
+			err, j.Spec, n, attempt, r.tracker.JobState(ns, name))
+	}
+	return ms(at.Sub(start)), nil
+}
+
+var httpRouteGVK = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+
+// routeWeights reads the HTTPRoute's backendRef weights by Service name.
+func (r *run) routeWeights(ctx context.Context, ns, name string) map[string]int64 {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(httpRouteGVK)
+	if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+		return nil
+	}
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	out := map[string]int64{}
+	for _, rule := range rules {
+		refs, _, _ := unstructured.NestedSlice(rule.(map[string]any), "backendRefs")
+		for _, ref := range refs {
+			m := ref.(map[string]any)
+			n, _, _ := unstructured.NestedString(m, "name")
+			w, _, _ := unstructured.NestedInt64(m, "weight")
+			out[n] = w
+		}
+	}
+	return out
+}
+
+// weights measures a ModelDeployment weight change -> HTTPRoute updated,
+// reading the route every 20 ms.
+func (r *run) weights(ctx context.Context, ns string, lat *Latency) error {
+	name := "lat-md"
+	md := &mlv1.ModelDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: mlv1.ModelDeploymentSpec{
+			ModelName: name,
+			Framework: mlv1.ModelFrameworkPyTorch,
+			Image:     "example.com/server:bench",
+			Versions: []mlv1.ModelVersion{
+				{Name: "a", Weight: ptr.To[int32](50), ModelPath: "s3://models/a"},
+				{Name: "b", Weight: ptr.To[int32](50), ModelPath: "s3://models/b"},
+			},
+			Scaling: mlv1.ScalingSpec{MinReplicas: 1, MaxReplicas: ptr.To[int32](1)},
+			Traffic: mlv1.TrafficSpec{Router: mlv1.RouterGatewayAPI},
+		},
+	}
+	if err := r.env.Client.Create(ctx, md); err != nil {
+		return err
+	}
+	want := func(a, b int64) func() bool {
+		return func() bool {
+			w := r.routeWeights(ctx, ns, name)
+			return w[name+"-a"] == a && w[name+"-b"] == b
+		}
+	}
+	if _, err := waitUntil(ctx, 3*time.Minute, "HTTPRoute "+name+" at 50/50", want(50, 50)); err != nil {
+		return err
+	}
+	for i := range r.cfg.LatencySamples {
+		a := int32(70)
+		if i%2 == 1 {
+			a = 30
+		}
+		cur := &mlv1.ModelDeployment{}
+		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
+			return err
+		}
+		base := cur.DeepCopy()
+		cur.Spec.Versions[0].Weight, cur.Spec.Versions[1].Weight = ptr.To(a), ptr.To(100-a)
+		start := time.Now()
+		if err := r.env.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+			return err
+		}
+		at, err := waitUntil(ctx, time.Minute, "HTTPRoute weights", want(int64(a), int64(100-a)))
+		if err != nil {
+			return err
+		}
+		lat.Weights = append(lat.Weights, ms(at.Sub(start)))
+	}
+	r.logf("latency: %d ModelDeployment weight changes", r.cfg.LatencySamples)
+	return r.env.Client.Delete(ctx, md)
+}
+
+// cost runs CostJobs short jobs (workers exit 0 after 5 s) on a quiet
+// cluster and divides the apiserver's request counts over their lifecycle.
+func (r *run) cost(ctx context.Context) (*Cost, error) {
+	ns := "cost"
+	if err := r.newNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	n, w := r.cfg.CostJobs, r.cfg.Ranks
+	before, err := r.env.APIServerMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := r.createJobs(ctx, ns, "cost", 0, n, w, map[string]string{"sim.ml.example.com/complete-after": "5s"}); err != nil {
+		return nil, err
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, "every cost job Completed", func() bool {
+		_, done := r.tracker.Jobs(ns, mlv1.StateCompleted)
+		return done == n
+	}); err != nil {
+		return nil, err
+	}
+	// Let the last status writes and events land.
+	time.Sleep(3 * time.Second)
+	after, err := r.env.APIServerMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	window := time.Since(start)
+	c := &Cost{Jobs: n, Ranks: w, WindowSeconds: window.Seconds()}
+	b, a := requestCounts(before), requestCounts(after)
+	var operatorWrites float64
+	for k, v := range a {
+		d := v - b[k]
+		if d <= 0 {
+			continue
+		}
+		row := CostRow{RequestKey: k, PerJob: d / float64(n), Source: sourceOf(k)}
+		c.Rows = append(c.Rows, row)
+		if row.Source == "operator" && isWrite(k.Verb) {
+			operatorWrites += d
+		}
+	}
+	sort.Slice(c.Rows, func(i, j int) bool {
+		if c.Rows[i].PerJob != c.Rows[j].PerJob {
+			return c.Rows[i].PerJob > c.Rows[j].PerJob
+		}
+		return c.Rows[i].String() < c.Rows[j].String()
+	})
+	c.OperatorWritesPerPod = operatorWrites / float64(n*w)
+	// The request counter cannot tell whose events these are; the events can.
+	evs := &eventsv1.EventList{}
+	if err := r.env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	c.EventsPerJob = map[string]float64{}
+	var operatorEvents float64
+	for _, e := range evs.Items {
+		src := e.ReportingController
+		if src == "" {
+			src = e.DeprecatedSource.Component
+		}
+		count := float64(max(e.DeprecatedCount, 1))
+		if e.Series != nil {
+			count = float64(max(e.Series.Count, 1))
+		}
+		c.EventsPerJob[src+" "+e.Reason] += count / float64(n)
+		if strings.Contains(src, "ml-operator") || strings.Contains(src, "trainingjob") {
+			operatorEvents += count
+		}
+	}
+	c.OperatorWritesPerPod = (operatorWrites + operatorEvents) / float64(n*w)
+	r.logf("API cost: %d jobs x %d ranks, %.2f operator writes per pod", n, w, c.OperatorWritesPerPod)
+	return c, r.cleanup(ctx, ns)
+}
+
+func isWrite(verb string) bool {
+	return slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}, verb)
+}
+
+// sourceOf says who, on this cluster, makes a kind of request. The
+// apiserver's counter has no client label, so this is by resource: pods'
+// binding is the scheduler's, pods' status kwok's (the kubelet's), nodes and
+// leases are heartbeats, events.k8s.io events are the scheduler's, a create
+// of a TrainingJob is the benchmark's (the user's). Everything else on the
+// operator's resources is the operator's.
+func sourceOf(k RequestKey) string {
+	switch {
+	case k.Resource == "pods" && k.Subresource == "binding":
+		return "scheduler"
+	case k.Resource == "pods" && k.Subresource == "status":
+		return "kwok (kubelet)"
+	case k.Resource == "nodes" || k.Resource == "leases":
+		return "heartbeat"
+	case k.Resource == "events":
+		return "events (see by source)"
+	case k.Resource == "persistentvolumeclaims" && k.Verb == "LIST":
+		return "harness (volume provisioner)"
+	case k.Resource == "endpoints" || k.Resource == "endpointslices":
+		return "kube-controller-manager"
+	case k.Resource == "trainingjobs" && k.Subresource == "" && k.Verb == "POST":
+		return "user (benchmark)"
+	case slices.Contains([]string{"pods", "services", "configmaps", "trainingjobs", "persistentvolumeclaims"}, k.Resource) && isWrite(k.Verb):
+		return "operator"
+	}
+	return "other"
+}
+
+// memory reads the manager's memory at each worker-pod level, growing one
+// namespace of running jobs.
+func (r *run) memory(ctx context.Context) ([]MemoryLevel, error) {
+	ns := "memory"
+	if err := r.newNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	levels := slices.Clone(r.cfg.MemoryPods)
+	sort.Ints(levels)
+	var out []MemoryLevel
+	made := 0
+	for _, pods := range levels {
+		jobs := (pods + r.cfg.Ranks - 1) / r.cfg.Ranks
+		if err := r.createJobs(ctx, ns, "mem", made, jobs, r.cfg.Ranks, nil); err != nil {
+			return nil, err
+		}
+		made = max(made, jobs)
+		if _, err := waitUntil(ctx, 15*time.Minute, fmt.Sprintf("%d jobs Running", made), func() bool {
+			_, running := r.tracker.Jobs(ns, mlv1.StateRunning)
+			return running == made
+		}); err != nil {
+			return nil, err
+		}
+		// Settle: the last status writes and the informers' catch-up.
+		time.Sleep(5 * time.Second)
+		lvl := MemoryLevel{Pods: r.tracker.Pods(ns)}
+		for range 3 {
+			m, err := r.env.ManagerMemory(ctx)
+			if err != nil {
+				return nil, err
+			}
+			lvl.Readings = append(lvl.Readings, m)
+			time.Sleep(time.Second)
+		}
+		out = append(out, lvl)
+		r.logf("memory at %d worker pods: RSS %.1f MB, heap %.1f MB", lvl.Pods,
+			float64(lvl.Readings[0].RSSBytes)/1e6, float64(lvl.Readings[0].HeapBytes)/1e6)
+	}
+	return out, r.cleanup(ctx, ns)
+}
+
+// restart measures a rank failure -> the next attempt's pods all Running,
+// at each gang size, Repeats times.
+func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
+	ns := "restart"
+	if err := r.newNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	var out []RestartRun
+	for _, ranks := range r.cfg.RestartRanks {
+		rr := RestartRun{Ranks: ranks}
+		for rep := range r.cfg.Repeats {
+			name := fmt.Sprintf("restart-%d-%d", ranks, rep)
+			ann := map[string]string{
+				"sim.ml.example.com/fail-rank":    "0",
+				"sim.ml.example.com/fail-attempt": "0",
+				"sim.ml.example.com/fail-after":   "3s",
+			}
+			if err := r.env.Client.Create(ctx, r.job(ns, name, ranks, ann)); err != nil {
+				return nil, err
+			}
+			var failedAt time.Time
+			if _, err := waitUntil(ctx, 3*time.Minute, name+"-worker-0 Failed", func() bool {
+				var ok bool
+				failedAt, ok = r.tracker.FailedAt(ns, name+"-worker-0", 0)
+				return ok
+			}); err != nil {
+				return nil, err
+			}
+			at, err := waitUntil(ctx, 3*time.Minute, name+"'s attempt 1 Running", func() bool {
+				_, running := r.tracker.GangPods(ns, name, 1)
+				return running == ranks
+			})
+			if err != nil {
+				return nil, err
+			}
+			rr.Seconds = append(rr.Seconds, at.Sub(failedAt).Seconds())
+			rr.FirstPodToRunning = append(rr.FirstPodToRunning, at.Sub(r.tracker.GangSeen(ns, name, 1)).Seconds())
+			if err := r.env.Client.Delete(ctx, r.job(ns, name, ranks, nil)); err != nil {
+				return nil, err
+			}
+			if err := r.cleanup(ctx, ns); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, rr)
+		r.logf("restart at %d ranks: %v s", ranks, rr.Seconds)
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// parallel runs fn(0..n-1) with at most inFlight at once; the first error wins.
+func parallel(ctx context.Context, n, inFlight int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range min(n, inFlight) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// Summary is the median and spread of a set of samples.
+type Summary struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	P99    float64 `json:"p99"`
+}
+
+// Summarize sorts a copy of xs and returns its summary (nearest-rank p99).
+func Summarize(xs []float64) Summary {
+	if len(xs) == 0 {
+		return Summary{Median: math.NaN(), Min: math.NaN(), Max: math.NaN(), P99: math.NaN()}
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	rank := int(math.Ceil(0.99*float64(len(s)))) - 1
+	return Summary{N: len(s), Median: med, Min: s[0], Max: s[len(s)-1], P99: s[max(rank, 0)]}
+}

@@ -1,0 +1,113 @@
+// Package trainer tests the example trainer (train.py) against the
+// operator's contract: it runs under torchrun with the env the operator
+// generates, serves the progress gauges, and resumes from the checkpoint the
+// operator points it to after being killed mid-training.
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/test/testutil"
+	"github.com/ml-operator/ml-operator/test/torch/launcher"
+)
+
+// start runs train.py under torchrun with the env of the given pod, in its
+// own process group so the test can kill torchrun and its worker together.
+func start(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, attempt int32, metricsPort int) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	pod := trainingjob.DesiredWorkerPod(job, 0, attempt, trainingjob.Config{})
+	env, err := launcher.PodEnv(job, pod, t.TempDir())
+	require.NoError(t, err)
+	script, err := filepath.Abs("train.py")
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, launcher.Torchrun, script)
+	cmd.Env = append(env, "METRICS_PORT="+strconv.Itoa(metricsPort))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	return cmd, out
+}
+
+// The trainer, killed mid-training, continues from its last checkpoint when
+// restarted with the env the operator sets on the next attempt.
+func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
+	testutil.NeedTool(t, launcher.Torchrun, "python3-torch", testutil.TorchInstall)
+	ckptDir := t.TempDir()
+	w := testutil.TrainingJob("resume", "ml-team").Workers(1).GPUs(0).
+		Hyperparameter("epochs", 6).Hyperparameter("epochSeconds", 0.5)
+	// The rendezvous and metrics ports of both attempts.
+	ports := testutil.FreePorts(t, 4)
+	w.Spec.Networking.MasterPort = int32(ports[0])
+	w.Spec.Checkpoint.Path = ckptDir
+	w.Spec.Checkpoint.KeepLast = 2
+	job := w.Obj()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Attempt 0: read progress the way the operator does until a checkpoint
+	// exists, then kill the trainer mid-epoch.
+	port := ports[1]
+	cmd, out := start(t, ctx, job, 0, port)
+	scraper := trainingjob.NewHTTPScraper()
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	deadline := time.Now().Add(60 * time.Second)
+	for job.Status.LastCheckpoint == nil || job.Status.LastCheckpoint.Epoch < 2 {
+		require.True(t, time.Now().Before(deadline), "no checkpoint reported; trainer output:\n%s", out.String())
+		if p, err := scraper.Scrape(ctx, url); err == nil {
+			trainingjob.ApplyProgress(job, p, time.Now())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
+	require.Error(t, cmd.Wait(), "the trainer should have been killed")
+	require.NotContains(t, out.String(), "training complete", "killed too late to test resume")
+	saved := job.Status.LastCheckpoint.Epoch
+	assert.Equal(t, int32(6), job.Status.TotalEpochs)
+	assert.Equal(t, filepath.Join(ckptDir, "epoch-"+strconv.Itoa(int(saved))), job.Status.LastCheckpoint.Path)
+
+	// Attempt 1: the operator's env points at that checkpoint. On a cluster
+	// it runs in a new pod with a network namespace of its own; here both
+	// attempts share the machine's, where the killed attempt's rendezvous
+	// port can linger (TIME_WAIT), so it gets another one.
+	job.Spec.Networking.MasterPort = int32(ports[2])
+	next := trainingjob.DesiredWorkerPod(job, 0, 1, trainingjob.Config{})
+	var resume string
+	for _, e := range next.Spec.Containers[0].Env {
+		if e.Name == "RESUME_FROM_CHECKPOINT" {
+			resume = e.Value
+		}
+	}
+	require.Equal(t, job.Status.LastCheckpoint.Path, resume)
+
+	cmd, out = start(t, ctx, job, 1, ports[3])
+	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
+	log := out.String()
+	assert.Contains(t, log, "resumed from checkpoint epoch "+strconv.Itoa(int(saved)))
+	assert.Contains(t, log, "epoch "+strconv.Itoa(int(saved)+1)+"/6 started")
+	assert.NotContains(t, log, "epoch 1/6 started", "the resumed run started over")
+	assert.Contains(t, log, "training complete epochs=6")
+
+	// keepLast 2: only the two newest checkpoints remain.
+	entries, err := os.ReadDir(ckptDir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, "epoch-5,epoch-6", strings.Join(names, ","))
+}

@@ -98,7 +98,7 @@ func TestLongestTrainingJobNameGivesValidChildNames(t *testing.T) {
 	require.Empty(t, validateTrainingJobName(name), "the longest allowed name is accepted")
 	require.NotEmpty(t, validateTrainingJobName(name+"x"), "one character more is refused")
 
-	maxRank := max(crdMaximum(t, "numWorkers"), MaxNumWorkers) - 1
+	maxRank := max(crdMaximum(t, "numWorkers"), mlv1.MaxNumWorkers) - 1
 	maxPS := crdMaximum(t, "parameterServers") - 1
 	namespace := strings.Repeat("n", validation.DNS1123LabelMaxLength)
 	children := []childName{

@@ -12,18 +12,18 @@ import (
 // the controller reads them through the same functions, so a job created
 // while the webhook was unavailable behaves the same.
 
-// EffectiveGPUs is gpusPerWorker, 1 when unset.
+// EffectiveGPUs is gpusPerWorker, DefaultGPUsPerWorker (1) when unset.
 func (s *TrainingJobSpec) EffectiveGPUs() int32 {
 	if s.GPUsPerWorker == nil {
-		return 1
+		return DefaultGPUsPerWorker
 	}
 	return *s.GPUsPerWorker
 }
 
-// EffectiveNumWorkers is numWorkers, 1 when unset.
+// EffectiveNumWorkers is numWorkers, MinNumWorkers (1) when unset.
 func (s *TrainingJobSpec) EffectiveNumWorkers() int32 {
-	if s.NumWorkers < 1 {
-		return 1
+	if s.NumWorkers < MinNumWorkers {
+		return MinNumWorkers
 	}
 	return s.NumWorkers
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,8 +19,6 @@ import (
 const (
 	// TrainerContainerName is the worker container.
 	TrainerContainerName = "trainer"
-	// DefaultCheckpointSize is the checkpoint PVC size when none is given.
-	DefaultCheckpointSize = "10Gi"
 	// ShmMountPath is where the memory-backed emptyDir is mounted.
 	ShmMountPath = "/dev/shm"
 	// NonRootUID is the user and group the workers run as unless the template
@@ -197,7 +194,7 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *cor
 		pod.Spec.NodeSelector = nil
 	}
 	for i := range c.Env {
-		if c.Env[i].Name == "TF_CONFIG" {
+		if c.Env[i].Name == mlv1.EnvTFConfig {
 			c.Env[i].Value = tfConfigFor(job, tfTaskPS, index)
 		}
 	}
@@ -279,87 +276,88 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 	r := strconv.Itoa(int(rank))
 
 	env := []corev1.EnvVar{
-		{Name: "MASTER_ADDR", Value: master},
-		{Name: "MASTER_PORT", Value: port},
-		{Name: "WORLD_SIZE", Value: strconv.Itoa(int(spec.WorldSize()))},
-		{Name: "RANK", Value: r},
-		{Name: "NODE_RANK", Value: r},
-		{Name: "LOCAL_WORLD_SIZE", Value: nproc},
-		{Name: "NUM_WORKERS", Value: nnodes},
-		{Name: "GPUS_PER_WORKER", Value: strconv.Itoa(int(spec.EffectiveGPUs()))},
-		{Name: "PET_NNODES", Value: nnodes},
-		{Name: "PET_NPROC_PER_NODE", Value: nproc},
-		{Name: "PET_NODE_RANK", Value: r},
-		{Name: "PET_MASTER_ADDR", Value: master},
-		{Name: "PET_MASTER_PORT", Value: port},
+		{Name: mlv1.EnvMasterAddr, Value: master},
+		{Name: mlv1.EnvMasterPort, Value: port},
+		{Name: mlv1.EnvWorldSize, Value: strconv.Itoa(int(spec.WorldSize()))},
+		{Name: mlv1.EnvRank, Value: r},
+		{Name: mlv1.EnvNodeRank, Value: r},
+		{Name: mlv1.EnvLocalWorldSize, Value: nproc},
+		{Name: mlv1.EnvNumWorkers, Value: nnodes},
+		{Name: mlv1.EnvGPUsPerWorker, Value: strconv.Itoa(int(spec.EffectiveGPUs()))},
+		{Name: mlv1.EnvPETNNodes, Value: nnodes},
+		{Name: mlv1.EnvPETNProcPerNode, Value: nproc},
+		{Name: mlv1.EnvPETNodeRank, Value: r},
+		{Name: mlv1.EnvPETMasterAddr, Value: master},
+		{Name: mlv1.EnvPETMasterPort, Value: port},
 	}
 	if spec.Model != "" {
-		env = append(env, corev1.EnvVar{Name: "MODEL", Value: spec.Model})
+		env = append(env, corev1.EnvVar{Name: mlv1.EnvModel, Value: spec.Model})
 	}
 	if spec.Dataset != "" {
-		env = append(env, corev1.EnvVar{Name: "DATASET", Value: spec.Dataset})
+		env = append(env, corev1.EnvVar{Name: mlv1.EnvDataset, Value: spec.Dataset})
 	}
 	env = append(env, hyperparameterEnv(spec)...)
 	if spec.CheckpointEnabled() {
 		env = append(env,
-			corev1.EnvVar{Name: "CHECKPOINT_DIR", Value: spec.EffectiveCheckpointPath()},
-			corev1.EnvVar{Name: "CHECKPOINT_FREQUENCY", Value: strconv.Itoa(int(spec.EffectiveCheckpointFrequency()))},
-			corev1.EnvVar{Name: "CHECKPOINT_KEEP_LAST", Value: strconv.Itoa(int(spec.EffectiveCheckpointKeepLast()))},
+			corev1.EnvVar{Name: mlv1.EnvCheckpointDir, Value: spec.EffectiveCheckpointPath()},
+			corev1.EnvVar{Name: mlv1.EnvCheckpointFrequency, Value: strconv.Itoa(int(spec.EffectiveCheckpointFrequency()))},
+			corev1.EnvVar{Name: mlv1.EnvCheckpointKeepLast, Value: strconv.Itoa(int(spec.EffectiveCheckpointKeepLast()))},
 		)
 		if spec.EffectiveCheckpointStorageType() != mlv1.StorageTypePVC {
-			env = append(env, corev1.EnvVar{Name: "CHECKPOINT_URI", Value: spec.Checkpoint.Storage.URI})
+			env = append(env, corev1.EnvVar{Name: mlv1.EnvCheckpointURI, Value: spec.Checkpoint.Storage.URI})
 		}
 		if cp := job.Status.LastCheckpoint; cp != nil {
 			path := cp.Path
 			if path == "" {
 				path = spec.CheckpointLocation(cp.Epoch)
 			}
-			env = append(env, corev1.EnvVar{Name: "RESUME_FROM_CHECKPOINT", Value: path})
+			env = append(env, corev1.EnvVar{Name: mlv1.EnvResumeFromCheckpoint, Value: path})
 		}
 	}
 	env = append(env,
-		corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
-		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
+		corev1.EnvVar{Name: mlv1.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: mlv1.EnvPodIP, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
+		corev1.EnvVar{Name: mlv1.EnvPythonUnbuffered, Value: "1"},
 	)
 	if spec.EffectiveBackend() == mlv1.BackendNCCL {
 		// Async error handling makes a rank whose peer died abort its pending
 		// collectives instead of hanging, so the gang restart can happen.
 		env = append(env,
-			corev1.EnvVar{Name: "NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
-			corev1.EnvVar{Name: "TORCH_NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
-			corev1.EnvVar{Name: "NCCL_DEBUG", Value: "WARN"},
+			corev1.EnvVar{Name: mlv1.EnvNCCLAsyncErrorHandling, Value: "1"},
+			corev1.EnvVar{Name: mlv1.EnvTorchNCCLAsyncErrorHandling, Value: "1"},
+			corev1.EnvVar{Name: mlv1.EnvNCCLDebug, Value: "WARN"},
 		)
 	}
 	switch spec.EffectiveFramework() {
 	case mlv1.FrameworkTensorFlow:
-		env = append(env, corev1.EnvVar{Name: "TF_CONFIG", Value: tfConfig(job, rank)})
+		env = append(env, corev1.EnvVar{Name: mlv1.EnvTFConfig, Value: tfConfig(job, rank)})
 	case mlv1.FrameworkXGBoost:
 		env = append(env,
-			corev1.EnvVar{Name: "DMLC_TRACKER_URI", Value: master},
-			corev1.EnvVar{Name: "DMLC_TRACKER_PORT", Value: port},
-			corev1.EnvVar{Name: "DMLC_TASK_ID", Value: r},
-			corev1.EnvVar{Name: "DMLC_NUM_WORKER", Value: nnodes},
+			corev1.EnvVar{Name: mlv1.EnvDMLCTrackerURI, Value: master},
+			corev1.EnvVar{Name: mlv1.EnvDMLCTrackerPort, Value: port},
+			corev1.EnvVar{Name: mlv1.EnvDMLCTaskID, Value: r},
+			corev1.EnvVar{Name: mlv1.EnvDMLCNumWorker, Value: nnodes},
 		)
 	case mlv1.FrameworkJAX:
 		// One JAX process per pod; it drives all of the pod's local devices.
 		env = append(env,
-			corev1.EnvVar{Name: "JAX_COORDINATOR_ADDRESS", Value: master + ":" + port},
-			corev1.EnvVar{Name: "JAX_NUM_PROCESSES", Value: nnodes},
-			corev1.EnvVar{Name: "JAX_PROCESS_ID", Value: r},
+			corev1.EnvVar{Name: mlv1.EnvJAXCoordinatorAddress, Value: master + ":" + port},
+			corev1.EnvVar{Name: mlv1.EnvJAXNumProcesses, Value: nnodes},
+			corev1.EnvVar{Name: mlv1.EnvJAXProcessID, Value: r},
 		)
 	}
 	if t := spec.Tracking; t != nil && t.MLflow != nil {
 		env = append(env,
-			corev1.EnvVar{Name: "MLFLOW_TRACKING_URI", Value: t.MLflow.TrackingURI},
-			corev1.EnvVar{Name: "MLFLOW_EXPERIMENT_NAME", Value: t.MLflow.ExperimentName},
-			corev1.EnvVar{Name: "MLFLOW_RUN_NAME", Value: job.Namespace + "/" + job.Name},
+			corev1.EnvVar{Name: mlv1.EnvMLflowTrackingURI, Value: t.MLflow.TrackingURI},
+			corev1.EnvVar{Name: mlv1.EnvMLflowExperimentName, Value: t.MLflow.ExperimentName},
+			corev1.EnvVar{Name: mlv1.EnvMLflowRunName, Value: job.Namespace + "/" + job.Name},
 		)
 	}
 	return append(env, spec.Env...)
 }
 
-// hyperparameterEnv is HYPERPARAM_<KEY> for every hyperparameter, sorted.
+// hyperparameterEnv is mlv1.HyperparameterEnvName(key) for every
+// hyperparameter, sorted by key.
 func hyperparameterEnv(spec *mlv1.TrainingJobSpec) []corev1.EnvVar {
 	keys := make([]string, 0, len(spec.Hyperparameters))
 	for k := range spec.Hyperparameters {
@@ -368,7 +366,7 @@ func hyperparameterEnv(spec *mlv1.TrainingJobSpec) []corev1.EnvVar {
 	sort.Strings(keys)
 	env := make([]corev1.EnvVar, 0, len(keys))
 	for _, k := range keys {
-		env = append(env, corev1.EnvVar{Name: "HYPERPARAM_" + strings.ToUpper(k), Value: spec.Hyperparameters[k].String()})
+		env = append(env, corev1.EnvVar{Name: mlv1.HyperparameterEnvName(k), Value: spec.Hyperparameters[k].String()})
 	}
 	return env
 }
@@ -491,7 +489,7 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	if !spec.UsesCheckpointPVC() {
 		return nil
 	}
-	size := resource.MustParse(DefaultCheckpointSize)
+	size := resource.MustParse(mlv1.DefaultCheckpointSize)
 	if s := spec.Checkpoint.Storage.Size; s != nil {
 		size = *s
 	}

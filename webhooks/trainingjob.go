@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
 )
 
 // +kubebuilder:webhook:path=/mutate-ml-example-com-v1-trainingjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=trainingjobs,verbs=create;update,versions=v1,name=mtrainingjob.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
@@ -132,20 +133,12 @@ func invalidTrainingJob(name string, errs field.ErrorList) error {
 	return apierrors.NewInvalid(trainingJobKind, name, errs)
 }
 
-// v1alpha1Names are the v1 fields v1alpha1 names differently (the
-// conversion's mapping); every other field a v1alpha1 request can set has
-// the same path in both versions.
-var v1alpha1Names = []struct{ v1, alpha string }{
-	{"spec.numWorkers", "spec.workers"},
-	{"spec.gpusPerWorker", "spec.gpuPerWorker"},
-	{"spec.checkpoint.path", "spec.checkpointDir"},
-	{"spec.checkpoint.frequency", "spec.checkpointInterval"},
-}
-
+// v1alpha1Detail rewrites the v1 field paths a message mentions into the
+// v1alpha1 names of the conversion's rename table.
 var v1alpha1Detail = func() *strings.Replacer {
 	var pairs []string
-	for _, n := range v1alpha1Names {
-		pairs = append(pairs, n.v1, n.alpha)
+	for _, n := range mlv1alpha1.SpecFieldRenames() {
+		pairs = append(pairs, n.V1, n.V1Alpha1)
 	}
 	return strings.NewReplacer(pairs...)
 }()
@@ -156,9 +149,9 @@ func inV1alpha1Terms(errs field.ErrorList) field.ErrorList {
 	out := make(field.ErrorList, 0, len(errs))
 	for _, e := range errs {
 		c := *e
-		for _, n := range v1alpha1Names {
-			if rest, ok := strings.CutPrefix(c.Field, n.v1); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
-				c.Field = n.alpha + rest
+		for _, n := range mlv1alpha1.SpecFieldRenames() {
+			if rest, ok := strings.CutPrefix(c.Field, n.V1); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+				c.Field = n.V1Alpha1 + rest
 				break
 			}
 		}

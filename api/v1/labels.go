@@ -31,6 +31,13 @@ const (
 	// garbage collector cannot do (for example releasing a retained PVC).
 	TrainingJobFinalizer = "ml.example.com/trainingjob-cleanup"
 
+	// MLflowRunFinalizer is held by a job tracked in MLflow while its run is
+	// open, so that deleting the job still ends the run (KILLED) instead of
+	// leaving it RUNNING. It never holds a deletion for long: when MLflow
+	// cannot be reached after a few calls, an event says so and the
+	// finalizer goes.
+	MLflowRunFinalizer = "ml.example.com/mlflow-run"
+
 	// AnnotationV1Spec keeps the v1-only parts of a TrainingJob on its
 	// v1alpha1 form, so a v1 -> v1alpha1 -> v1 round trip is lossless.
 	AnnotationV1Spec = "ml.example.com/v1-spec"

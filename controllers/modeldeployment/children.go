@@ -158,7 +158,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			return fmt.Errorf("applying Deployment of version %s: %w", v.Name, err)
 		}
 		if obs.deployments[v.Name] == nil {
-			s.normal(EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
+			s.normal(mlv1.EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
 		}
 		if applied && d.Spec != nil && d.Spec.Replicas != nil {
 			// The apply answers with the live object: the replicas the HPA

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -412,7 +413,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	// the pass its status write triggers. Deleting pods first and then losing
 	// the write would make the next pass read the deletions as a disruption.
 	if job.Spec.EffectiveImage(r.cfg.DefaultImages) == "" {
-		r.finish(p, mlv1.StateFailed, ReasonInvalidSpec, fmt.Sprintf(
+		r.finish(p, mlv1.StateFailed, mlv1.ReasonInvalidSpec, fmt.Sprintf(
 			"spec.image: Required value: no image given and the operator has no default image for framework %q",
 			job.Spec.EffectiveFramework()))
 		return nil
@@ -420,7 +421,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
 		deadline := st.StartTime.Add(time.Duration(*d) * time.Second)
 		if !p.now.Before(deadline) {
-			r.finish(p, mlv1.StateFailed, ReasonDeadlineExceeded, fmt.Sprintf(
+			r.finish(p, mlv1.StateFailed, mlv1.ReasonDeadlineExceeded, fmt.Sprintf(
 				"spec.runPolicy.activeDeadlineSeconds: the job ran longer than %ds (started %s)", *d, st.StartTime.UTC().Format(time.RFC3339)))
 			return nil
 		}
@@ -445,7 +446,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 		}
 		st.State = mlv1.StatePending
 		setCondition(st, suspendedCondition(job, false), metav1.NewTime(p.now))
-		p.event(corev1.EventTypeNormal, "Resumed", "spec.suspend is false: recreating the gang (attempt %d)", st.Attempt())
+		p.event(corev1.EventTypeNormal, mlv1.EventResumed, "spec.suspend is false: recreating the gang (attempt %d)", st.Attempt())
 	}
 
 	attempt := st.Attempt()
@@ -527,13 +528,13 @@ func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 	st.State = activeState(st.Workers, job.Spec.EffectiveNumWorkers())
 	if prev == mlv1.StateRestarting {
 		cause := ""
-		if c := findCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil {
+		if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil {
 			cause = c.Reason + ": " + c.Message
 		}
 		setCondition(st, restartDoneCondition(job, cause), now)
 	}
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
-		p.event(corev1.EventTypeNormal, "Running", "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
+		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
 	}
 	setCondition(st, unschedulableCondition(runningCondition(job), pods), now)
 }
@@ -553,8 +554,8 @@ func seenRanks(st *mlv1.TrainingJobStatus) map[int32]bool {
 // a failure, the exponential backoff from the restart; after a disruption, at once.
 func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
 	st := &job.Status
-	c := findCondition(st.Conditions, mlv1.TrainingJobRestarting)
-	if st.LastRestartTime == nil || c == nil || c.Reason != ReasonWorkerFailed {
+	c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting)
+	if st.LastRestartTime == nil || c == nil || c.Reason != mlv1.ReasonWorkerFailed {
 		return time.Time{}
 	}
 	return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
@@ -604,14 +605,14 @@ func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, messag
 			st.CurrentEpoch = st.TotalEpochs
 			st.Progress = "100%"
 		}
-		p.event(corev1.EventTypeNormal, "Completed", "%s", message)
+		p.event(corev1.EventTypeNormal, mlv1.EventCompleted, "%s", message)
 	} else {
 		setCondition(st, failedCondition(job, reason, message), now)
-		p.event(corev1.EventTypeWarning, "Failed", "%s: %s", reason, message)
+		p.event(corev1.EventTypeWarning, mlv1.EventFailed, "%s: %s", reason, message)
 	}
-	if c := findCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil && c.Status == metav1.ConditionTrue {
 		setCondition(st, metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionFalse,
-			Reason: ReasonJobFinished, Message: "the job finished", ObservedGeneration: job.Generation}, now)
+			Reason: mlv1.ReasonJobFinished, Message: "the job finished", ObservedGeneration: job.Generation}, now)
 	}
 	setCondition(st, runningCondition(job), now)
 	ns := job.Namespace
@@ -687,7 +688,7 @@ func (r *Reconciler) reconcileSuspended(ctx context.Context, p *pass, pods []*co
 		st.State = mlv1.StateSuspended
 		setCondition(st, suspendedCondition(job, true), now)
 		setCondition(st, runningCondition(job), now)
-		p.event(corev1.EventTypeNormal, "Suspended", "spec.suspend is true: deleted %d pods; Service, ConfigMap and checkpoints kept", len(pods))
+		p.event(corev1.EventTypeNormal, mlv1.EventSuspended, "spec.suspend is true: deleted %d pods; Service, ConfigMap and checkpoints kept", len(pods))
 	}
 	return nil
 }
@@ -738,9 +739,9 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 		}
 	}
 	st := &job.Status
-	if c := findCondition(st.Conditions, mlv1.TrainingJobCreated); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobCreated); c == nil || c.Status != metav1.ConditionTrue {
 		setCondition(st, createdCondition(job), metav1.NewTime(p.now))
-		p.event(corev1.EventTypeNormal, "Created", "%s", createdCondition(job).Message)
+		p.event(corev1.EventTypeNormal, mlv1.EventCreated, "%s", createdCondition(job).Message)
 		ns := job.Namespace
 		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns).Inc() })
 	}
@@ -827,7 +828,7 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 			now := metav1.NewTime(p.now)
 			st.StartTime = &now
 		}
-		p.actionEvent(corev1.EventTypeNormal, "WorkersCreated", "created %d of %d pods (attempt %d)",
+		p.actionEvent(corev1.EventTypeNormal, mlv1.EventWorkersCreated, "created %d of %d pods (attempt %d)",
 			created, len(want), attempt)
 	}
 	return workersOnly(inFlight), errors.Join(all...)
@@ -874,7 +875,7 @@ func (r *Reconciler) forceDeleteStuck(ctx context.Context, p *pass, pods []*core
 		forced = append(forced, fmt.Sprintf("%s (node %s)", pod.Name, pod.Spec.NodeName))
 	}
 	if len(forced) > 0 {
-		p.actionEvent(corev1.EventTypeWarning, "ForceDeleted", "force-deleted %d pods stuck terminating on lost nodes: %s",
+		p.actionEvent(corev1.EventTypeWarning, mlv1.EventForceDeleted, "force-deleted %d pods stuck terminating on lost nodes: %s",
 			len(forced), strings.Join(forced, ", "))
 	}
 	return errors.Join(errs...)
@@ -1061,16 +1062,6 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, job *mlv1.TrainingJob
 	controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)
 	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
-	}
-	return nil
-}
-
-// findCondition returns the condition of a type, or nil.
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
 	}
 	return nil
 }

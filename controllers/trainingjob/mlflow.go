@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,16 +24,6 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
-
-// ConditionMLflowTracking says whether the job's MLflow run is tracked. It
-// never affects the job's state: an MLflow outage never blocks or fails a job.
-const ConditionMLflowTracking = "MLflowTracking"
-
-// MLflowRunFinalizer is held by a tracked job while its MLflow run is open,
-// so that deleting the job still ends the run (KILLED) instead of leaving it
-// RUNNING. It never holds a deletion for long: when MLflow cannot be reached
-// after mlflowDeleteTries calls, an event says so and the finalizer goes.
-const MLflowRunFinalizer = "ml.example.com/mlflow-run"
 
 // mlflowDeleteTries bounds the calls that try to end a deleted job's run.
 const mlflowDeleteTries = 3
@@ -43,13 +35,6 @@ const mlflowDeleteRetry = 2 * time.Second
 // for it, so a run whose id never reached the status (a failed status write)
 // is found again instead of created twice.
 const TagJobUID = "ml.example.com/uid"
-
-// MLflowTracking condition reasons.
-const (
-	ReasonRunTracked     = "RunTracked"
-	ReasonRunEnded       = "RunEnded"
-	ReasonTrackingFailed = "TrackingFailed"
-)
 
 // MLflow run statuses (MLflow's RunStatus).
 const (
@@ -269,7 +254,7 @@ func finalRunStatus(job *mlv1.TrainingJob) string {
 	if job.Status.State == mlv1.StateCompleted {
 		return MLflowRunFinished
 	}
-	if c := findCondition(job.Status.Conditions, mlv1.TrainingJobFailed); c != nil && c.Reason == ReasonDeadlineExceeded {
+	if c := meta.FindStatusCondition(job.Status.Conditions, mlv1.TrainingJobFailed); c != nil && c.Reason == mlv1.ReasonDeadlineExceeded {
 		return MLflowRunKilled
 	}
 	return MLflowRunFailed
@@ -277,13 +262,13 @@ func finalRunStatus(job *mlv1.TrainingJob) string {
 
 // trackingCondition records the outcome of an MLflow call.
 func trackingCondition(job *mlv1.TrainingJob, reason string, err error) metav1.Condition {
-	c := metav1.Condition{Type: ConditionMLflowTracking, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: job.Generation}
+	c := metav1.Condition{Type: mlv1.TrainingJobMLflowTracking, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: job.Generation}
 	mf := job.Spec.Tracking.MLflow
 	switch {
 	case err != nil:
-		c.Status, c.Reason = metav1.ConditionFalse, ReasonTrackingFailed
+		c.Status, c.Reason = metav1.ConditionFalse, mlv1.ReasonTrackingFailed
 		c.Message = fmt.Sprintf("MLflow at %s: %v (retried; the job is not affected)", mf.TrackingURI, err)
-	case reason == ReasonRunEnded:
+	case reason == mlv1.ReasonRunEnded:
 		c.Message = fmt.Sprintf("run %s ended as %s", job.Status.MLflowRunID, finalRunStatus(job))
 	default:
 		c.Message = fmt.Sprintf("run %s in experiment %q at %s", job.Status.MLflowRunID, mf.ExperimentName, mf.TrackingURI)
@@ -302,7 +287,7 @@ func mlflowCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // ensureMLflowRun creates the job's run once it has started, and holds
-// MLflowRunFinalizer while the run is open. A failure is a condition and a
+// mlv1.MLflowRunFinalizer while the run is open. A failure is a condition and a
 // retry with backoff, never an error of the pass.
 func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
 	defer r.syncMLflowFinalizer(ctx, p)
@@ -325,9 +310,9 @@ func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
 	r.retryTracking(p, key, err)
 	if err == nil {
 		st.MLflowRunID = id
-		p.event("Normal", "MLflowRunCreated", "MLflow run %s created at %s", id, mf.TrackingURI)
+		p.event(corev1.EventTypeNormal, mlv1.EventMLflowRunCreated, "MLflow run %s created at %s", id, mf.TrackingURI)
 	}
-	setCondition(st, trackingCondition(job, ReasonRunTracked, err), metav1.NewTime(p.now))
+	setCondition(st, trackingCondition(job, mlv1.ReasonRunTracked, err), metav1.NewTime(p.now))
 }
 
 // mlflowRunOpen reports a run the operator still has to end: created, not
@@ -337,22 +322,22 @@ func mlflowRunOpen(job *mlv1.TrainingJob, now time.Time) bool {
 	if !mlflowEnabled(job) || st.MLflowRunID == "" {
 		return false
 	}
-	if c := findCondition(st.Conditions, ConditionMLflowTracking); c != nil && c.Reason == ReasonRunEnded && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobMLflowTracking); c != nil && c.Reason == mlv1.ReasonRunEnded && c.Status == metav1.ConditionTrue {
 		return false
 	}
 	return st.CompletionTime == nil || now.Sub(st.CompletionTime.Time) <= time.Hour
 }
 
-// syncMLflowFinalizer holds MLflowRunFinalizer exactly while the job's run is
+// syncMLflowFinalizer holds mlv1.MLflowRunFinalizer exactly while the job's run is
 // open. A failed write is logged and retried on a pass soon after: the
 // pass's status write still goes ahead.
 func (r *Reconciler) syncMLflowFinalizer(ctx context.Context, p *pass) {
 	job := p.job
 	want := job.DeletionTimestamp == nil && mlflowRunOpen(job, p.now)
-	if want == controllerutil.ContainsFinalizer(job, MLflowRunFinalizer) {
+	if want == controllerutil.ContainsFinalizer(job, mlv1.MLflowRunFinalizer) {
 		return
 	}
-	if err := r.setFinalizer(ctx, job, MLflowRunFinalizer, want); err != nil {
+	if err := r.setFinalizer(ctx, job, mlv1.MLflowRunFinalizer, want); err != nil {
 		log.FromContext(ctx).Error(err, "MLflow run finalizer", "want", want)
 		p.requeue(p.now.Add(time.Second))
 	}
@@ -382,13 +367,13 @@ func (r *Reconciler) setFinalizer(ctx context.Context, job *mlv1.TrainingJob, fi
 
 // endDeletedMLflowRun ends the run of a job being deleted before its run was
 // ended: KILLED while it was still active (FINISHED or FAILED when it had
-// already finished), then releases MLflowRunFinalizer. While MLflow fails it
+// already finished), then releases mlv1.MLflowRunFinalizer. While MLflow fails it
 // retries every mlflowDeleteRetry, at most mlflowDeleteTries calls in all
 // (failures of the run's last calls before the deletion count too); then a
 // Warning event says the run was left open and the finalizer goes anyway.
 func (r *Reconciler) endDeletedMLflowRun(ctx context.Context, p *pass) error {
 	job, st := p.job, &p.job.Status
-	if !controllerutil.ContainsFinalizer(job, MLflowRunFinalizer) {
+	if !controllerutil.ContainsFinalizer(job, mlv1.MLflowRunFinalizer) {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(job)
@@ -403,17 +388,17 @@ func (r *Reconciler) endDeletedMLflowRun(ctx context.Context, p *pass) error {
 		cancel()
 		switch {
 		case err == nil:
-			p.event("Normal", "MLflowRunEnded", "MLflow run %s ended as %s: the job was deleted", st.MLflowRunID, status)
+			p.event(corev1.EventTypeNormal, mlv1.EventMLflowRunEnded, "MLflow run %s ended as %s: the job was deleted", st.MLflowRunID, status)
 		case r.tracking.failed(key, p.now) < mlflowDeleteTries:
 			p.requeue(p.now.Add(mlflowDeleteRetry))
 			return nil
 		default:
-			p.event("Warning", "MLflowRunNotEnded", "MLflow run %s at %s left open: %v (gave up after %d tries; the deletion goes ahead)",
+			p.event(corev1.EventTypeWarning, mlv1.EventMLflowRunNotEnded, "MLflow run %s at %s left open: %v (gave up after %d tries; the deletion goes ahead)",
 				st.MLflowRunID, uri, err, mlflowDeleteTries)
 		}
 	}
 	r.tracking.forget(key)
-	return r.setFinalizer(ctx, job, MLflowRunFinalizer, false)
+	return r.setFinalizer(ctx, job, mlv1.MLflowRunFinalizer, false)
 }
 
 // failed records a failed MLflow call and returns the failures in a row.
@@ -443,7 +428,7 @@ func (r *Reconciler) logMLflowMetrics(ctx context.Context, p *pass) {
 	cctx, cancel := mlflowCtx(ctx)
 	defer cancel()
 	err := r.cfg.MLflow.LogMetrics(cctx, job.Spec.Tracking.MLflow.TrackingURI, job.Status.MLflowRunID, progressMetrics(&job.Status, p.now))
-	setCondition(&job.Status, trackingCondition(job, ReasonRunTracked, err), metav1.NewTime(p.now))
+	setCondition(&job.Status, trackingCondition(job, mlv1.ReasonRunTracked, err), metav1.NewTime(p.now))
 }
 
 // endMLflowRun sets the run's final status once the job finished; retried
@@ -454,7 +439,7 @@ func (r *Reconciler) endMLflowRun(ctx context.Context, p *pass) {
 	if !mlflowEnabled(job) || st.MLflowRunID == "" {
 		return
 	}
-	if c := findCondition(st.Conditions, ConditionMLflowTracking); c != nil && c.Reason == ReasonRunEnded {
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobMLflowTracking); c != nil && c.Reason == mlv1.ReasonRunEnded {
 		return
 	}
 	if st.CompletionTime != nil && p.now.Sub(st.CompletionTime.Time) > time.Hour {
@@ -473,5 +458,5 @@ func (r *Reconciler) endMLflowRun(ctx context.Context, p *pass) {
 	}
 	err := r.cfg.MLflow.EndRun(cctx, job.Spec.Tracking.MLflow.TrackingURI, st.MLflowRunID, finalRunStatus(job), end)
 	r.retryTracking(p, key, err)
-	setCondition(st, trackingCondition(job, ReasonRunEnded, err), metav1.NewTime(p.now))
+	setCondition(st, trackingCondition(job, mlv1.ReasonRunEnded, err), metav1.NewTime(p.now))
 }

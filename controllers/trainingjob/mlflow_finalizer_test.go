@@ -40,7 +40,7 @@ func TestMLflowRunKilledWhenTrackedJobDeleted(t *testing.T) {
 	job := trackedJob(t, f, "deleted", false)
 	runGang(t, job, 2, 0)
 	j := waitJob(t, job, "run id and finalizer", func(j *mlv1.TrainingJob) bool {
-		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
+		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, mlv1.MLflowRunFinalizer)
 	})
 	id := j.Status.MLflowRunID
 
@@ -58,8 +58,8 @@ func TestMLflowRunKilledWhenTrackedJobDeleted(t *testing.T) {
 	waitJob(t, done, "run id", func(j *mlv1.TrainingJob) bool { return j.Status.MLflowRunID != "" })
 	setAll(t, done, 2, corev1.PodSucceeded)
 	j = waitJob(t, done, "run ended and finalizer released", func(j *mlv1.TrainingJob) bool {
-		c := condition(j, trainingjob.ConditionMLflowTracking)
-		return c != nil && c.Reason == trainingjob.ReasonRunEnded && !controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
+		c := condition(j, mlv1.TrainingJobMLflowTracking)
+		return c != nil && c.Reason == mlv1.ReasonRunEnded && !controllerutil.ContainsFinalizer(j, mlv1.MLflowRunFinalizer)
 	})
 	run, _ = f.run(j.Status.MLflowRunID)
 	assert.Equal(t, trainingjob.MLflowRunFinished, run.Status)
@@ -73,7 +73,7 @@ func TestMLflowOutageDoesNotHoldDeletion(t *testing.T) {
 	job := trackedJob(t, f, "outage", false)
 	runGang(t, job, 2, 0)
 	j := waitJob(t, job, "run id and finalizer", func(j *mlv1.TrainingJob) bool {
-		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
+		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, mlv1.MLflowRunFinalizer)
 	})
 	f.setDown(true)
 	require.NoError(t, env.Client.Delete(ctx, j))

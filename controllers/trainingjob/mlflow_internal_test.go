@@ -16,11 +16,11 @@ func TestFinalRunStatus(t *testing.T) {
 		t.Errorf("completed: %s", got)
 	}
 	job.Status.State = mlv1.StateFailed
-	job.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobFailed, Status: metav1.ConditionTrue, Reason: ReasonBackoffLimitExceeded}}
+	job.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobFailed, Status: metav1.ConditionTrue, Reason: mlv1.ReasonBackoffLimitExceeded}}
 	if got := finalRunStatus(job); got != MLflowRunFailed {
 		t.Errorf("failed: %s", got)
 	}
-	job.Status.Conditions[0].Reason = ReasonDeadlineExceeded
+	job.Status.Conditions[0].Reason = mlv1.ReasonDeadlineExceeded
 	if got := finalRunStatus(job); got != MLflowRunKilled {
 		t.Errorf("deadline exceeded: %s", got)
 	}
@@ -61,7 +61,7 @@ func TestMLflowRunOpen(t *testing.T) {
 	}
 	ended := func(status metav1.ConditionStatus, reason string) func(*mlv1.TrainingJob) {
 		return func(j *mlv1.TrainingJob) {
-			j.Status.Conditions = []metav1.Condition{{Type: ConditionMLflowTracking, Status: status, Reason: reason}}
+			j.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobMLflowTracking, Status: status, Reason: reason}}
 		}
 	}
 	for name, tc := range map[string]struct {
@@ -74,9 +74,9 @@ func TestMLflowRunOpen(t *testing.T) {
 		"finished, end pending": {tracked(finished(time.Minute)), true},
 		"finished, ending failed": {tracked(func(j *mlv1.TrainingJob) {
 			finished(time.Minute)(j)
-			ended(metav1.ConditionFalse, ReasonTrackingFailed)(j)
+			ended(metav1.ConditionFalse, mlv1.ReasonTrackingFailed)(j)
 		}), true},
-		"run ended":                     {tracked(func(j *mlv1.TrainingJob) { finished(time.Minute)(j); ended(metav1.ConditionTrue, ReasonRunEnded)(j) }), false},
+		"run ended":                     {tracked(func(j *mlv1.TrainingJob) { finished(time.Minute)(j); ended(metav1.ConditionTrue, mlv1.ReasonRunEnded)(j) }), false},
 		"given up an hour after finish": {tracked(finished(61 * time.Minute)), false},
 	} {
 		if got := mlflowRunOpen(tc.job, t0); got != tc.want {

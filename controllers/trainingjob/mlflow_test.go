@@ -276,16 +276,16 @@ func TestMLflowTrackedJob(t *testing.T) {
 	run, _ = f.run(j.Status.MLflowRunID)
 	assert.Equal(t, 0.5, metricValues(run, "loss")[0])
 	assert.Equal(t, 4.0, metricValues(run, "epoch")[0])
-	assert.Equal(t, "True", condition(get(t, job), trainingjob.ConditionMLflowTracking).Status)
+	assert.Equal(t, "True", condition(get(t, job), mlv1.TrainingJobMLflowTracking).Status)
 
 	setAll(t, job, 2, corev1.PodSucceeded)
 	waitState(t, job, mlv1.StateCompleted)
 	testutil.Eventually(t, func() bool { r, _ := f.run(j.Status.MLflowRunID); return r.Status == "FINISHED" }, "run FINISHED")
 	j = waitJob(t, job, "RunEnded", func(j *mlv1.TrainingJob) bool {
-		c := condition(j, trainingjob.ConditionMLflowTracking)
-		return c != nil && c.Reason == trainingjob.ReasonRunEnded
+		c := condition(j, mlv1.TrainingJobMLflowTracking)
+		return c != nil && c.Reason == mlv1.ReasonRunEnded
 	})
-	assert.Contains(t, condition(j, trainingjob.ConditionMLflowTracking).Message, "FINISHED")
+	assert.Contains(t, condition(j, mlv1.TrainingJobMLflowTracking).Message, "FINISHED")
 }
 
 // An MLflow outage neither blocks nor fails the job: it completes, and a
@@ -299,11 +299,11 @@ func TestMLflowOutageDoesNotAffectTheJob(t *testing.T) {
 	job := create(t, w)
 	runGang(t, job, 2, 0)
 	j := waitJob(t, job, "MLflowTracking=False", func(j *mlv1.TrainingJob) bool {
-		c := condition(j, trainingjob.ConditionMLflowTracking)
+		c := condition(j, mlv1.TrainingJobMLflowTracking)
 		return c != nil && c.Status == "False"
 	})
-	c := condition(j, trainingjob.ConditionMLflowTracking)
-	assert.Equal(t, trainingjob.ReasonTrackingFailed, c.Reason)
+	c := condition(j, mlv1.TrainingJobMLflowTracking)
+	assert.Equal(t, mlv1.ReasonTrackingFailed, c.Reason)
 	assert.Contains(t, c.Message, "503")
 	assert.Equal(t, mlv1.StateRunning, j.Status.State)
 	assert.Empty(t, j.Status.MLflowRunID)
@@ -311,5 +311,5 @@ func TestMLflowOutageDoesNotAffectTheJob(t *testing.T) {
 	setAll(t, job, 2, corev1.PodSucceeded)
 	j = waitState(t, job, mlv1.StateCompleted)
 	assert.Equal(t, "True", condition(j, "Succeeded").Status)
-	assert.Equal(t, "False", condition(j, trainingjob.ConditionMLflowTracking).Status)
+	assert.Equal(t, "False", condition(j, mlv1.TrainingJobMLflowTracking).Status)
 }

@@ -13,34 +13,6 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
-// Reasons on the Restarting and Failed conditions, in events and in the
-// trainingjob_restarts_total / trainingjob_failed_total metrics.
-const (
-	// ReasonWorkerFailed: a rank exited non-zero and the gang restarts (a failure).
-	ReasonWorkerFailed = "WorkerFailed"
-	// ReasonBackoffLimitExceeded: a rank failed after backoffLimit gang restarts.
-	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
-	// ReasonPermanentExitCode: restartPolicy ExitCode and a rank exited 1..127.
-	ReasonPermanentExitCode = "PermanentExitCode"
-	// ReasonRestartPolicyNever: restartPolicy Never and a rank failed.
-	ReasonRestartPolicyNever = "RestartPolicyNever"
-	// ReasonDeadlineExceeded: runPolicy.activeDeadlineSeconds passed.
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	// ReasonInvalidSpec: the job cannot run as written (for example no image).
-	ReasonInvalidSpec = "InvalidSpec"
-
-	// ReasonPreempted: a rank was preempted (a disruption).
-	ReasonPreempted = "Preempted"
-	// ReasonEvicted: a rank was evicted (a disruption).
-	ReasonEvicted = "Evicted"
-	// ReasonNodeLost: a rank's node is gone or NotReady past the grace period (a disruption).
-	ReasonNodeLost = "NodeLost"
-	// ReasonPodDeleted: a rank's pod was deleted by someone else (a disruption).
-	ReasonPodDeleted = "PodDeleted"
-	// ReasonRescaled: numWorkers changed while the gang ran (a disruption).
-	ReasonRescaled = "Rescaled"
-)
-
 // decisionKind is what the current attempt's pods mean for the job.
 type decisionKind int
 
@@ -131,7 +103,7 @@ func decide(g gangState) decision {
 	}
 	for rank := int32(0); rank < spec.EffectiveNumWorkers(); rank++ {
 		if g.seenRanks[rank] && !present[rank] {
-			return decision{kind: restartForDisruption, reason: ReasonPodDeleted,
+			return decision{kind: restartForDisruption, reason: mlv1.ReasonPodDeleted,
 				message: fmt.Sprintf("rank %d: pod %s was deleted", rank, mlv1.WorkerPodName(g.job.Name, rank))}
 		}
 	}
@@ -150,7 +122,7 @@ func decide(g gangState) decision {
 		}
 	}
 	if succeeded == spec.EffectiveNumWorkers() {
-		return decision{kind: complete, reason: "AllWorkersSucceeded",
+		return decision{kind: complete, reason: mlv1.ReasonAllWorkersSucceeded,
 			message: fmt.Sprintf("all %d ranks exited 0", succeeded)}
 	}
 
@@ -167,18 +139,18 @@ func failureDecision(job *mlv1.TrainingJob, p *corev1.Pod) decision {
 	what := fmt.Sprintf("%s failed: %s", describePod(p), why)
 	switch spec.EffectiveRestartPolicy() {
 	case mlv1.RestartPolicyNever:
-		return decision{kind: fail, reason: ReasonRestartPolicyNever, message: what + "; restartPolicy is Never"}
+		return decision{kind: fail, reason: mlv1.ReasonRestartPolicyNever, message: what + "; restartPolicy is Never"}
 	case mlv1.RestartPolicyExitCode:
 		if code >= 1 && code <= 127 {
-			return decision{kind: fail, reason: ReasonPermanentExitCode,
+			return decision{kind: fail, reason: mlv1.ReasonPermanentExitCode,
 				message: fmt.Sprintf("%s; exit code %d is permanent under restartPolicy ExitCode (1..127 fail at once, 128+ are retried)", what, code)}
 		}
 	}
 	if job.Status.Restarts >= spec.EffectiveBackoffLimit() {
-		return decision{kind: fail, reason: ReasonBackoffLimitExceeded,
+		return decision{kind: fail, reason: mlv1.ReasonBackoffLimitExceeded,
 			message: fmt.Sprintf("%s; backoffLimit %d reached after %d restarts", what, spec.EffectiveBackoffLimit(), job.Status.Restarts)}
 	}
-	return decision{kind: restartForFailure, reason: ReasonWorkerFailed, message: what}
+	return decision{kind: restartForFailure, reason: mlv1.ReasonWorkerFailed, message: what}
 }
 
 // exitOf is the trainer container's exit code and a description of it. A pod
@@ -203,13 +175,13 @@ func exitOf(p *corev1.Pod) (int32, string) {
 // disruptionReasons are pod status reasons that mean the pod was taken away,
 // not that the training failed.
 var disruptionReasons = map[string]string{
-	"Evicted":                  ReasonEvicted,
-	"Preempting":               ReasonPreempted,
-	"NodeLost":                 ReasonNodeLost,
-	"NodeShutdown":             ReasonNodeLost,
-	"Shutdown":                 ReasonNodeLost,
-	"Terminated":               ReasonNodeLost,
-	"UnexpectedAdmissionError": ReasonEvicted,
+	"Evicted":                  mlv1.ReasonEvicted,
+	"Preempting":               mlv1.ReasonPreempted,
+	"NodeLost":                 mlv1.ReasonNodeLost,
+	"NodeShutdown":             mlv1.ReasonNodeLost,
+	"Shutdown":                 mlv1.ReasonNodeLost,
+	"Terminated":               mlv1.ReasonNodeLost,
+	"UnexpectedAdmissionError": mlv1.ReasonEvicted,
 }
 
 // disruptionOf reports whether a pod was disrupted, and why. recheck is moved
@@ -218,12 +190,12 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 	who := describePod(p)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			reason := ReasonEvicted
+			reason := mlv1.ReasonEvicted
 			if c.Reason == "PreemptionByScheduler" || c.Reason == "PreemptionByKubeScheduler" {
-				reason = ReasonPreempted
+				reason = mlv1.ReasonPreempted
 			}
 			if c.Reason == "DeletionByTaintManager" {
-				reason = ReasonNodeLost
+				reason = mlv1.ReasonNodeLost
 			}
 			return reason, fmt.Sprintf("%s disrupted: %s %s", who, c.Reason, c.Message), true
 		}
@@ -241,7 +213,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 				if !n.gone {
 					state = fmt.Sprintf("has been NotReady since %s", n.notReadySince.UTC().Format(time.RFC3339))
 				}
-				return ReasonNodeLost, fmt.Sprintf("%s: node %s %s", who, p.Spec.NodeName, state), true
+				return mlv1.ReasonNodeLost, fmt.Sprintf("%s: node %s %s", who, p.Spec.NodeName, state), true
 			}
 			if !at.IsZero() && (recheck.IsZero() || at.Before(*recheck)) {
 				*recheck = at
@@ -251,7 +223,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 	if p.DeletionTimestamp != nil && !isTerminal(p) {
 		// The operator deletes pods of the current attempt only after moving
 		// to a new attempt, so this deletion came from someone else.
-		return ReasonPodDeleted, fmt.Sprintf("%s is being deleted", who), true
+		return mlv1.ReasonPodDeleted, fmt.Sprintf("%s is being deleted", who), true
 	}
 	return "", "", false
 }
@@ -266,11 +238,11 @@ func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
 			if formed <= 0 {
 				formed = rankOf(p) + 1
 			}
-			return decision{kind: restartForDisruption, reason: ReasonRescaled,
+			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled,
 				message: fmt.Sprintf("numWorkers changed from %d to %d; re-forming the gang from the latest checkpoint", formed, want)}, true
 		}
 		if tfClusterChanged(job, p) {
-			return decision{kind: restartForDisruption, reason: ReasonRescaled,
+			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled,
 				message: "the TensorFlow cluster changed (parameterServers); re-forming the gang from the latest checkpoint"}, true
 		}
 	}

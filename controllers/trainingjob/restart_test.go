@@ -98,7 +98,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(1, "Error")) },
 			wantKind:   restartForFailure,
-			wantReason: ReasonWorkerFailed,
+			wantReason: mlv1.ReasonWorkerFailed,
 			wantInMsg:  "rank 1 (pod bert-worker-1) failed: exit code 1 (Error)",
 		},
 		{
@@ -106,7 +106,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyOnFailure, 3),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(1, "Error")) },
 			wantKind:   fail,
-			wantReason: ReasonBackoffLimitExceeded,
+			wantReason: mlv1.ReasonBackoffLimitExceeded,
 			wantInMsg:  "backoffLimit 3",
 		},
 		{
@@ -114,7 +114,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyNever, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 0, exited(2, "Error")) },
 			wantKind:   fail,
-			wantReason: ReasonRestartPolicyNever,
+			wantReason: mlv1.ReasonRestartPolicyNever,
 			wantInMsg:  "rank 0",
 		},
 		{
@@ -122,7 +122,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyExitCode, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(127, "Error")) },
 			wantKind:   fail,
-			wantReason: ReasonPermanentExitCode,
+			wantReason: mlv1.ReasonPermanentExitCode,
 			wantInMsg:  "rank 1 (pod bert-worker-1) failed: exit code 127",
 		},
 		{
@@ -130,7 +130,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyExitCode, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(137, "OOMKilled")) },
 			wantKind:   restartForFailure,
-			wantReason: ReasonWorkerFailed,
+			wantReason: mlv1.ReasonWorkerFailed,
 			wantInMsg:  "exit code 137 (OOMKilled)",
 		},
 		{
@@ -138,7 +138,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyExitCode, 3),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, exited(143, "Error")) },
 			wantKind:   fail,
-			wantReason: ReasonBackoffLimitExceeded,
+			wantReason: mlv1.ReasonBackoffLimitExceeded,
 		},
 		{
 			name: "DisruptionTarget (preemption) is a disruption even though the pod failed",
@@ -147,7 +147,7 @@ func TestDecide(t *testing.T) {
 				return gang(j, 1, exited(137, "Error"), withCondition(corev1.DisruptionTarget, "PreemptionByScheduler"))
 			},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonPreempted,
+			wantReason: mlv1.ReasonPreempted,
 		},
 		{
 			name: "eviction API is a disruption",
@@ -156,14 +156,14 @@ func TestDecide(t *testing.T) {
 				return gang(j, 0, withCondition(corev1.DisruptionTarget, "EvictionByEvictionAPI"))
 			},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonEvicted,
+			wantReason: mlv1.ReasonEvicted,
 		},
 		{
 			name:       "kubelet eviction (reason Evicted) is a disruption",
 			job:        jobWith(mlv1.RestartPolicyOnFailure, 3),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 0, podReason("Evicted")) },
 			wantKind:   restartForDisruption,
-			wantReason: ReasonEvicted,
+			wantReason: mlv1.ReasonEvicted,
 		},
 		{
 			name:       "node gone is a disruption",
@@ -171,7 +171,7 @@ func TestDecide(t *testing.T) {
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
 			nodes:      map[string]nodeInfo{"n1": {gone: true}},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonNodeLost,
+			wantReason: mlv1.ReasonNodeLost,
 			wantInMsg:  "node n1 is gone",
 		},
 		{
@@ -180,7 +180,7 @@ func TestDecide(t *testing.T) {
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
 			nodes:      map[string]nodeInfo{"n1": {notReadySince: t0.Add(-3 * time.Minute)}},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonNodeLost,
+			wantReason: mlv1.ReasonNodeLost,
 			wantInMsg:  "NotReady since",
 		},
 		{
@@ -195,7 +195,7 @@ func TestDecide(t *testing.T) {
 			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, deleting()) },
 			wantKind:   restartForDisruption,
-			wantReason: ReasonPodDeleted,
+			wantReason: mlv1.ReasonPodDeleted,
 		},
 		{
 			name:       "a seen rank whose pod vanished is a disruption",
@@ -203,7 +203,7 @@ func TestDecide(t *testing.T) {
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, -1)[:1] },
 			seen:       map[int32]bool{0: true, 1: true},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonPodDeleted,
+			wantReason: mlv1.ReasonPodDeleted,
 			wantInMsg:  "rank 1",
 		},
 		{
@@ -222,7 +222,7 @@ func TestDecide(t *testing.T) {
 				return pods
 			},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonRescaled,
+			wantReason: mlv1.ReasonRescaled,
 			wantInMsg:  "from 2 to 4",
 		},
 		{
@@ -234,7 +234,7 @@ func TestDecide(t *testing.T) {
 				return pods
 			},
 			wantKind:   restartForDisruption,
-			wantReason: ReasonRescaled,
+			wantReason: mlv1.ReasonRescaled,
 			wantInMsg:  "from 2 to 1",
 		},
 	}
@@ -264,7 +264,7 @@ func TestDecideParameterServersChangedIsRescale(t *testing.T) {
 	}
 	job.Spec.ParameterServers = 1
 	d := decide(gangState{job: job, pods: pods, now: t0})
-	if d.kind != restartForDisruption || d.reason != ReasonRescaled {
+	if d.kind != restartForDisruption || d.reason != mlv1.ReasonRescaled {
 		t.Errorf("kind %d reason %s", d.kind, d.reason)
 	}
 }

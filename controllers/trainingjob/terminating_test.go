@@ -38,7 +38,7 @@ func TestNamespaceDeletionCreatesNothing(t *testing.T) {
 	runGang(t, jobs[0], 3, 0)
 	runGang(t, jobs[1], 2, 0)
 	j := waitJob(t, jobs[1], "run id and finalizer", func(j *mlv1.TrainingJob) bool {
-		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
+		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, mlv1.MLflowRunFinalizer)
 	})
 	runID := j.Status.MLflowRunID
 	// Events follow their pass's status write: wait for the last ones.

@@ -229,7 +229,7 @@ func gangRestartUnderConflicts(t *testing.T, parity int) {
 		assert.Equal(t, "1", p.Labels[mlv1.LabelRestartAttempt], "pod %s", p.Name)
 	}
 	assert.GreaterOrEqual(t, conflicts, 4, "conflicts met")
-	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 2, "Running": 2, trainingjob.ReasonWorkerFailed: 1}, eventReasons(rec),
+	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 2, "Running": 2, mlv1.ReasonWorkerFailed: 1}, eventReasons(rec),
 		"one restart event, and each attempt's events once")
 }
 

@@ -13,6 +13,15 @@ const (
 	// LabelRestartAttempt carries the gang attempt a pod belongs to. Pods of an
 	// older attempt than the job's current one are deleted, never reused.
 	LabelRestartAttempt = "ml.example.com/restart-attempt"
+	// LabelNumWorkers carries the numWorkers of the gang a pod was created
+	// for. A gang whose pods carry another value than spec.numWorkers is
+	// re-formed at the new size (reason Rescaled).
+	LabelNumWorkers = "ml.example.com/num-workers"
+	// LabelTFClusterHash carries, on the pods of a TensorFlow job, a hash of
+	// the TF_CONFIG cluster (every task's address) the gang was created
+	// with. A gang whose hash is not the one the spec gives now (for example
+	// parameterServers changed) is re-formed (reason Rescaled).
+	LabelTFClusterHash = "ml.example.com/tf-cluster-hash"
 	// LabelModelDeployment carries the owning ModelDeployment's name.
 	LabelModelDeployment = "ml.example.com/modeldeployment"
 	// LabelModelVersion carries the ModelDeployment version a child serves.

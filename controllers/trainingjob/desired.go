@@ -3,6 +3,7 @@ package trainingjob
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strconv"
 
@@ -66,6 +67,12 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	labels[mlv1.LabelRank] = strconv.Itoa(int(rank))
 	labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypeWorker
 	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
+	// The gang's shape, as this pod is created for it: a resize is seen by
+	// comparing these labels with the spec, never by reading the env back.
+	labels[mlv1.LabelNumWorkers] = strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	if spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
+	}
 
 	var annotations map[string]string
 	if len(spec.Template.Annotations) > 0 {
@@ -409,6 +416,12 @@ func tfConfig(job *mlv1.TrainingJob, rank int32) string {
 // tfConfigFor is the TF_CONFIG of a task of type chief, worker or ps. The
 // cluster is the same for every task of the gang.
 func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
+	b, _ := json.Marshal(TFConfig{Cluster: tfCluster(job), Task: TFTask{Type: taskType, Index: index}})
+	return string(b)
+}
+
+// tfCluster is the cluster part of TF_CONFIG: every task's address by type.
+func tfCluster(job *mlv1.TrainingJob) map[string][]string {
 	port := job.Spec.EffectiveMasterPort()
 	cluster := map[string][]string{}
 	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
@@ -422,8 +435,17 @@ func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
 		cluster[tfTaskPS] = append(cluster[tfTaskPS], fmt.Sprintf("%s.%s.%s.svc:%d",
 			mlv1.PSPodName(job.Name, i), mlv1.WorkersServiceName(job.Name), job.Namespace, port))
 	}
-	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: taskType, Index: index}})
-	return string(b)
+	return cluster
+}
+
+// tfClusterHash is the LabelTFClusterHash of the job's pods: a short hash of
+// its TF_CONFIG cluster (encoding/json sorts the task types, so the text is
+// stable).
+func tfClusterHash(job *mlv1.TrainingJob) string {
+	b, _ := json.Marshal(tfCluster(job))
+	h := fnv.New64a()
+	h.Write(b)
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // desiredService is the headless Service that gives every rank a stable DNS

@@ -89,6 +89,7 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 				"ml.example.com/rank":            "1",
 				"ml.example.com/replica-type":    "worker",
 				"ml.example.com/restart-attempt": "3",
+				"ml.example.com/num-workers":     "2",
 				"app.kubernetes.io/managed-by":   "ml-operator",
 			},
 			OwnerReferences: []metav1.OwnerReference{{
@@ -170,6 +171,9 @@ func TestDesiredWorkerPodPerFramework(t *testing.T) {
 			job := testJob(tt.framework)
 			job.Spec.Image = tt.image
 			got := desiredWorkerPod(job, 1, 3, &testCfg)
+			if tt.framework == mlv1.FrameworkTensorFlow {
+				tt.want.Labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("desiredWorkerPod mismatch (-want +got):\n%s", diff)
 			}
@@ -240,7 +244,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	}
 	wantLabels := map[string]string{
 		"team": "nlp", mlv1.LabelRank: "0", mlv1.LabelTrainingJob: "bert", mlv1.LabelReplicaType: "worker",
-		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue,
+		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelNumWorkers: "2",
 		"kueue.x-k8s.io/queue-name": "team-q", "kueue.x-k8s.io/pod-group-name": "bert-1",
 	}
 	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
@@ -480,5 +484,40 @@ func TestKueuePodGroupPerAttempt(t *testing.T) {
 	job.Spec.Scheduling.QueueName = ""
 	if p := desiredWorkerPod(job, 0, 0, &testCfg); p.Labels["kueue.x-k8s.io/pod-group-name"] != "" || p.Annotations["kueue.x-k8s.io/pod-group-total-count"] != "" {
 		t.Errorf("no queue, no Kueue pod group: %v %v", p.Labels, p.Annotations)
+	}
+}
+
+// The TF cluster hash follows what TF_CONFIG's cluster is made of (ranks,
+// parameter servers, the port) and nothing else, and is the same on every
+// pod of the gang.
+func TestTFClusterHash(t *testing.T) {
+	job := testJob(mlv1.FrameworkTensorFlow)
+	job.Spec.ParameterServers = 1
+	base := tfClusterHash(job)
+	for _, p := range []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg), desiredWorkerPod(job, 1, 0, &testCfg), desiredPSPod(job, 0, 0, &testCfg)} {
+		if got := p.Labels[mlv1.LabelTFClusterHash]; got != base {
+			t.Errorf("%s: hash %q, want %q", p.Name, got, base)
+		}
+	}
+	same := job.DeepCopy()
+	same.Spec.Hyperparameters = nil
+	same.Spec.Image = "other"
+	if tfClusterHash(same) != base {
+		t.Error("a change outside the cluster changed the hash")
+	}
+	for name, change := range map[string]func(*mlv1.TrainingJob){
+		"numWorkers":       func(j *mlv1.TrainingJob) { j.Spec.NumWorkers = 3 },
+		"parameterServers": func(j *mlv1.TrainingJob) { j.Spec.ParameterServers = 2 },
+		"no ps":            func(j *mlv1.TrainingJob) { j.Spec.ParameterServers = 0 },
+		"masterPort":       func(j *mlv1.TrainingJob) { j.Spec.Networking.MasterPort = 23456 },
+	} {
+		j := job.DeepCopy()
+		change(j)
+		if tfClusterHash(j) == base {
+			t.Errorf("%s changed the cluster but not the hash", name)
+		}
+	}
+	if p := desiredWorkerPod(testJob(mlv1.FrameworkPyTorch), 0, 0, &testCfg); p.Labels[mlv1.LabelTFClusterHash] != "" {
+		t.Errorf("a pytorch pod has a TF cluster hash: %v", p.Labels)
 	}
 }

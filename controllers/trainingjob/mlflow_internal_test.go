@@ -76,7 +76,10 @@ func TestMLflowRunOpen(t *testing.T) {
 			finished(time.Minute)(j)
 			ended(metav1.ConditionFalse, mlv1.ReasonTrackingFailed)(j)
 		}), true},
-		"run ended":                     {tracked(func(j *mlv1.TrainingJob) { finished(time.Minute)(j); ended(metav1.ConditionTrue, mlv1.ReasonRunEnded)(j) }), false},
+		"run ended": {tracked(func(j *mlv1.TrainingJob) {
+			finished(time.Minute)(j)
+			ended(metav1.ConditionTrue, mlv1.ReasonRunEnded)(j)
+		}), false},
 		"given up an hour after finish": {tracked(finished(61 * time.Minute)), false},
 	} {
 		if got := mlflowRunOpen(tc.job, t0); got != tc.want {

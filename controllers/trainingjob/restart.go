@@ -1,9 +1,7 @@
 package trainingjob
 
 import (
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strconv"
 	"time"
@@ -126,7 +124,7 @@ func decide(g gangState) decision {
 			message: fmt.Sprintf("all %d ranks exited 0", succeeded)}
 	}
 
-	if d, ok := rescaleOf(g.job, pods); ok {
+	if d, ok := rescaleOf(g.job, pods, g.ps); ok {
 		return d
 	}
 	return decision{kind: keepGoing, recheckAt: recheck}
@@ -228,10 +226,17 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 	return "", "", false
 }
 
-// rescaleOf reports a gang formed for a different numWorkers than the spec
-// asks for now: it must re-form at the new size.
-func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
+// rescaleOf reports a gang formed for another shape than the spec asks for
+// now, from the shape labels each pod was created with: it must re-form at
+// the new size. A pod without the labels (created before the operator
+// wrote them) shows a shrink through its rank; see unlabelledGangMissing
+// for a grow.
+func rescaleOf(job *mlv1.TrainingJob, pods, ps []*corev1.Pod) (decision, bool) {
 	want := job.Spec.EffectiveNumWorkers()
+	var cluster string
+	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		cluster = tfClusterHash(job)
+	}
 	for _, p := range pods {
 		formed := podNumWorkers(p)
 		if rankOf(p) >= want || (formed > 0 && formed != want) {
@@ -241,48 +246,56 @@ func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
 			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled,
 				message: fmt.Sprintf("numWorkers changed from %d to %d; re-forming the gang from the latest checkpoint", formed, want)}, true
 		}
-		if tfClusterChanged(job, p) {
+		if h := p.Labels[mlv1.LabelTFClusterHash]; cluster != "" && h != "" && h != cluster {
 			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled,
 				message: "the TensorFlow cluster changed (parameterServers); re-forming the gang from the latest checkpoint"}, true
+		}
+	}
+	return unlabelledGangMissing(job, pods, ps)
+}
+
+// unlabelledGangMissing reports a gang created by an operator version that
+// did not label its shape, with a pod missing. Its size is unknown: the
+// missing pod may be a rank (or parameter server) the spec added since, so
+// the gang is re-formed rather than given a pod of another shape. Pods the
+// current operator creates are always labelled, so this happens at most
+// once per job, after an upgrade.
+func unlabelledGangMissing(job *mlv1.TrainingJob, pods, ps []*corev1.Pod) (decision, bool) {
+	all := append(append([]*corev1.Pod(nil), pods...), ps...)
+	have := map[string]bool{}
+	unlabelled := false
+	for _, p := range all {
+		have[p.Name] = true
+		if _, ok := p.Labels[mlv1.LabelNumWorkers]; !ok {
+			unlabelled = true
+		}
+	}
+	if !unlabelled {
+		return decision{}, false
+	}
+	want := []string{}
+	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+		want = append(want, mlv1.WorkerPodName(job.Name, rank))
+	}
+	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		for i := int32(0); i < job.Spec.ParameterServers; i++ {
+			want = append(want, mlv1.PSPodName(job.Name, i))
+		}
+	}
+	for _, name := range want {
+		if !have[name] {
+			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled, message: fmt.Sprintf(
+				"pod %s is missing from a gang created by an earlier operator version, which did not label the gang's size; "+
+					"re-forming the gang (numWorkers %d) from the latest checkpoint", name, job.Spec.EffectiveNumWorkers())}, true
 		}
 	}
 	return decision{}, false
 }
 
-// tfClusterChanged reports a TensorFlow pod whose TF_CONFIG cluster is not
-// the one the spec asks for now (for example parameterServers changed).
-func tfClusterChanged(job *mlv1.TrainingJob, p *corev1.Pod) bool {
-	if job.Spec.EffectiveFramework() != mlv1.FrameworkTensorFlow {
-		return false
-	}
-	var got, want TFConfig
-	if err := json.Unmarshal([]byte(podEnv(p, "TF_CONFIG")), &got); err != nil {
-		return false
-	}
-	if err := json.Unmarshal([]byte(tfConfig(job, 0)), &want); err != nil {
-		return false
-	}
-	return !reflect.DeepEqual(got.Cluster, want.Cluster)
-}
-
-// podEnv is the value of a trainer env var in a pod, "" when absent.
-func podEnv(p *corev1.Pod, name string) string {
-	for _, c := range p.Spec.Containers {
-		if c.Name != TrainerContainerName {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == name {
-				return e.Value
-			}
-		}
-	}
-	return ""
-}
-
-// podNumWorkers is the NUM_WORKERS a pod was created with, 0 if unknown.
+// podNumWorkers is the numWorkers of the gang a pod was created for
+// (LabelNumWorkers), 0 if unknown.
 func podNumWorkers(p *corev1.Pod) int32 {
-	n, err := strconv.Atoi(podEnv(p, "NUM_WORKERS"))
+	n, err := strconv.Atoi(p.Labels[mlv1.LabelNumWorkers])
 	if err != nil {
 		return 0
 	}

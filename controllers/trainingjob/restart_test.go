@@ -269,6 +269,68 @@ func TestDecideParameterServersChangedIsRescale(t *testing.T) {
 	}
 }
 
+// The shape comes from the pods' labels, not their env: a pod whose env
+// says another size but whose label agrees with the spec is not resized,
+// and a TensorFlow gang re-forms when its cluster hash is stale (here a new
+// masterPort, which moves every task's address).
+func TestDecideRescaleFromLabels(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	pods := gang(job, -1)
+	for _, p := range pods {
+		for i := range p.Spec.Containers[0].Env {
+			p.Spec.Containers[0].Env[i].Value = "99" // what a trimmed cache or an env edit would show
+		}
+	}
+	if d := decide(gangState{job: job, pods: pods, now: t0}); d.kind != keepGoing {
+		t.Errorf("labels agree with the spec: kind %d %s", d.kind, d.message)
+	}
+	job.Spec.NumWorkers = 3
+	if d := decide(gangState{job: job, pods: pods, now: t0}); d.reason != mlv1.ReasonRescaled || !strings.Contains(d.message, "from 2 to 3") {
+		t.Errorf("label 2, spec 3: %s %s", d.reason, d.message)
+	}
+
+	tf := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	tf.Spec.Framework = mlv1.FrameworkTensorFlow
+	pods = gang(tf, -1)
+	tf.Spec.Networking.MasterPort = 23456
+	if d := decide(gangState{job: tf, pods: pods, now: t0}); d.reason != mlv1.ReasonRescaled || !strings.Contains(d.message, "TensorFlow cluster changed") {
+		t.Errorf("stale TF cluster hash: %s %s", d.reason, d.message)
+	}
+}
+
+// Pods created before the operator labelled the gang's shape carry no shape
+// labels. Complete and unchanged, such a gang keeps going; a shrink shows
+// through the ranks; and a pod missing from it (a grow, or more parameter
+// servers) re-forms the gang, so no labelled pod joins a gang of unknown
+// size.
+func TestDecideRescaleOfUnlabelledPods(t *testing.T) {
+	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
+	job.Spec.Framework = mlv1.FrameworkTensorFlow
+	pods := gang(job, -1)
+	for _, p := range pods {
+		delete(p.Labels, mlv1.LabelNumWorkers)
+		delete(p.Labels, mlv1.LabelTFClusterHash)
+	}
+	if d := decide(gangState{job: job, pods: pods, now: t0}); d.kind != keepGoing {
+		t.Errorf("unchanged unlabelled gang: kind %d %s", d.kind, d.message)
+	}
+	shrunk := job.DeepCopy()
+	shrunk.Spec.NumWorkers = 1
+	if d := decide(gangState{job: shrunk, pods: pods, now: t0}); d.reason != mlv1.ReasonRescaled || !strings.Contains(d.message, "from 2 to 1") {
+		t.Errorf("shrink of an unlabelled gang: %s %s", d.reason, d.message)
+	}
+	grown := job.DeepCopy()
+	grown.Spec.NumWorkers = 4
+	if d := decide(gangState{job: grown, pods: pods, now: t0}); d.reason != mlv1.ReasonRescaled || !strings.Contains(d.message, "bert-worker-2 is missing") {
+		t.Errorf("grow of an unlabelled gang: %s %s", d.reason, d.message)
+	}
+	withPS := job.DeepCopy()
+	withPS.Spec.ParameterServers = 1
+	if d := decide(gangState{job: withPS, pods: pods, now: t0}); d.reason != mlv1.ReasonRescaled || !strings.Contains(d.message, "bert-ps-0 is missing") {
+		t.Errorf("a parameter server added to an unlabelled gang: %s %s", d.reason, d.message)
+	}
+}
+
 func TestDecideParameterServers(t *testing.T) {
 	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
 	job.Spec.Framework, job.Spec.ParameterServers = mlv1.FrameworkTensorFlow, 1
@@ -333,7 +395,7 @@ func TestPodNumWorkersAndLabels(t *testing.T) {
 	if podNumWorkers(p) != 2 || rankOf(p) != 1 || attemptOf(p) != 3 {
 		t.Errorf("numWorkers=%d rank=%d attempt=%d", podNumWorkers(p), rankOf(p), attemptOf(p))
 	}
-	if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(3) {
-		t.Errorf("attempt label %q", p.Labels[mlv1.LabelRestartAttempt])
+	if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(3) || p.Labels[mlv1.LabelNumWorkers] != "2" {
+		t.Errorf("labels %v", p.Labels)
 	}
 }

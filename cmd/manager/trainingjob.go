@@ -7,12 +7,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/internal/netguard"
 )
 
 // setupTrainingJob registers the TrainingJob controller.
 func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
-	scraper := trainingjob.NewHTTPScraper()
+	scraper := progress.NewHTTPScraper()
 	scraper.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, false)
 	mlflow := trainingjob.NewHTTPMLflowClient()
 	mlflow.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, true)

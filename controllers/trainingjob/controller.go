@@ -34,6 +34,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
 
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;update;patch;delete
@@ -70,7 +71,7 @@ type Config struct {
 	// ScrapeBackoffMax caps the wait between failing scrapes.
 	ScrapeBackoffMax time.Duration
 	// Scraper reads rank 0's progress.
-	Scraper ProgressScraper
+	Scraper progress.Scraper
 	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
 	MLflow MLflowClient
 	// StatusBatchPeriod is how long a status change that only moves the
@@ -114,7 +115,7 @@ func (c Config) withDefaults() Config {
 		c.ScrapeBackoffMax = DefaultScrapeBackoffMax
 	}
 	if c.Scraper == nil {
-		c.Scraper = NewHTTPScraper()
+		c.Scraper = progress.NewHTTPScraper()
 	}
 	if c.MLflow == nil {
 		c.MLflow = NewHTTPMLflowClient()
@@ -995,8 +996,8 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(rank0.Status.PodIP, strconv.Itoa(int(job.Spec.EffectiveMetricsPort()))), job.Spec.EffectiveMetricsPath())
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	progress, err := r.cfg.Scraper.Scrape(sctx, url)
-	res := scrapeResult{progress: progress, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
+	report, err := r.cfg.Scraper.Scrape(sctx, url)
+	res := scrapeResult{report: report, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	r.scrapes.pend(key, res)
 	r.applyScrape(ctx, p, key, res)
@@ -1010,10 +1011,10 @@ func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.Namespa
 		return
 	}
 	var base rateBaseline
-	if e := res.progress.Epoch; e != nil && !math.IsNaN(*e) {
+	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
 		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
 	}
-	if applyProgress(job, res.progress, res.at, base) {
+	if applyProgress(job, res.report, res.at, base) {
 		r.logMLflowMetrics(ctx, p)
 	}
 }

@@ -1,137 +1,18 @@
 package trainingjob
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"math"
-	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
-
-// The gauges of the progress contract (API.md), served by rank 0.
-const (
-	MetricEpoch               = "training_epoch"
-	MetricTotalEpochs         = "training_total_epochs"
-	MetricLoss                = "training_loss"
-	MetricAccuracy            = "training_accuracy"
-	MetricThroughput          = "training_throughput_samples_per_second"
-	MetricCheckpointEpoch     = "training_checkpoint_epoch"
-	MetricCheckpointTimestamp = "training_checkpoint_timestamp_seconds"
-)
-
-// Progress is what rank 0 reported; nil fields were not served.
-type Progress struct {
-	Epoch               *float64
-	TotalEpochs         *float64
-	Loss                *float64
-	Accuracy            *float64
-	Throughput          *float64
-	CheckpointEpoch     *float64
-	CheckpointTimestamp *float64
-}
-
-// ProgressScraper reads rank 0's progress. Tests serve it from httptest.
-type ProgressScraper interface {
-	Scrape(ctx context.Context, url string) (Progress, error)
-}
-
-// HTTPScraper reads the Prometheus text format over HTTP.
-type HTTPScraper struct {
-	// Client is the HTTP client; its timeout bounds a scrape.
-	Client *http.Client
-}
-
-// NewHTTPScraper returns a scraper with a short timeout: a scrape blocks a
-// reconcile worker, and a slow trainer must not stall the others.
-func NewHTTPScraper() *HTTPScraper {
-	return &HTTPScraper{Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		DisableKeepAlives: true,
-	}}}
-}
-
-// Scrape fetches url and parses the gauges of the progress contract.
-func (s *HTTPScraper) Scrape(ctx context.Context, url string) (Progress, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return Progress{}, err
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := s.Client.Do(req)
-	if err != nil {
-		return Progress{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Progress{}, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return parseProgress(io.LimitReader(resp.Body, 4<<20))
-}
-
-// parseProgress reads the progress gauges from Prometheus text. The text
-// comes from the user's code; the Prometheus parser has panicked on some
-// inputs, so a panic is turned into an error: a trainer's output must never
-// take the operator down.
-func parseProgress(r io.Reader) (p Progress, err error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			p, err = Progress{}, fmt.Errorf("parsing Prometheus text: the parser failed on this input: %v", rec)
-		}
-	}()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return Progress{}, fmt.Errorf("parsing Prometheus text: %w", err)
-	}
-	value := func(name string) *float64 {
-		mf, ok := families[name]
-		if !ok || len(mf.GetMetric()) == 0 {
-			return nil
-		}
-		v := metricValue(mf.GetType(), mf.GetMetric()[0])
-		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
-			return nil
-		}
-		return v
-	}
-	return Progress{
-		Epoch:               value(MetricEpoch),
-		TotalEpochs:         value(MetricTotalEpochs),
-		Loss:                value(MetricLoss),
-		Accuracy:            value(MetricAccuracy),
-		Throughput:          value(MetricThroughput),
-		CheckpointEpoch:     value(MetricCheckpointEpoch),
-		CheckpointTimestamp: value(MetricCheckpointTimestamp),
-	}, nil
-}
-
-// metricValue is a gauge's (or untyped or counter) value.
-func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
-	var v float64
-	switch {
-	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
-	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
-	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
-	default:
-		return nil
-	}
-	return &v
-}
 
 // ApplyProgress writes what rank 0 reported into the job status. It reports
 // whether anything the user can see changed. The scrape time moves only with
@@ -142,7 +23,7 @@ func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
 // a non-positive total is ignored, and a checkpoint time before 2000 or more
 // than a day after now is dropped, so no served value can make the status
 // unwritable.
-func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
+func ApplyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time) bool {
 	return applyProgress(job, p, now, rateBaseline{})
 }
 
@@ -157,7 +38,7 @@ type rateBaseline struct {
 // applyProgress is ApplyProgress with the estimated completion extrapolated
 // from the epoch rate since base, when base is set and the attempt has made
 // progress since; otherwise from the rate since the job started.
-func applyProgress(job *mlv1.TrainingJob, p Progress, now time.Time, base rateBaseline) bool {
+func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base rateBaseline) bool {
 	p = sanitizeProgress(p)
 	st := &job.Status
 	before := st.DeepCopy()
@@ -232,7 +113,7 @@ var (
 
 // sanitizeProgress drops NaN and Inf values, which JSON cannot carry: a
 // status holding one could never be written.
-func sanitizeProgress(p Progress) Progress {
+func sanitizeProgress(p progress.Report) progress.Report {
 	finite := func(v *float64) *float64 {
 		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
 			return nil
@@ -240,7 +121,7 @@ func sanitizeProgress(p Progress) Progress {
 		c := *v
 		return &c
 	}
-	return Progress{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
+	return progress.Report{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
 		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
 		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp)}
 }
@@ -321,11 +202,11 @@ type scrapeEntry struct {
 
 // scrapeResult is one scrape's outcome.
 type scrapeResult struct {
-	progress Progress
-	err      error
-	url      string
-	at       time.Time
-	attempt  int32
+	report  progress.Report
+	err     error
+	url     string
+	at      time.Time
+	attempt int32
 }
 
 func newScrapeTracker() *scrapeTracker {

@@ -20,6 +20,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -360,10 +361,10 @@ type countingScraper struct {
 	calls int
 }
 
-func (s *countingScraper) Scrape(context.Context, string) (trainingjob.Progress, error) {
+func (s *countingScraper) Scrape(context.Context, string) (progress.Report, error) {
 	s.calls++
 	epoch, total := s.epoch, 10.0
-	return trainingjob.Progress{Epoch: &epoch, TotalEpochs: &total}, nil
+	return progress.Report{Epoch: &epoch, TotalEpochs: &total}, nil
 }
 
 // A scrape whose status write is lost to conflicts is applied again by the

@@ -34,6 +34,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
 
@@ -73,7 +74,7 @@ type Config struct {
 	// Scraper reads rank 0's progress.
 	Scraper progress.Scraper
 	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
-	MLflow MLflowClient
+	MLflow mlflow.Client
 	// StatusBatchPeriod is how long a status change that only moves the
 	// worker counters may wait, so a gang's pod events share one write.
 	StatusBatchPeriod time.Duration
@@ -118,7 +119,7 @@ func (c Config) withDefaults() Config {
 		c.Scraper = progress.NewHTTPScraper()
 	}
 	if c.MLflow == nil {
-		c.MLflow = NewHTTPMLflowClient()
+		c.MLflow = mlflow.NewHTTPClient()
 	}
 	if c.StatusBatchPeriod <= 0 {
 		c.StatusBatchPeriod = DefaultStatusBatchPeriod

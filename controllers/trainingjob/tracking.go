@@ -1,16 +1,14 @@
 package trainingjob
 
+// Tracking a job in MLflow (spec.tracking.mlflow): the run is created when
+// the job starts, progress is logged to it, and it is ended when the job
+// finishes or is deleted. The calls go through Config.MLflow
+// (internal/integrations/mlflow); a failure is a condition and a retry,
+// never an error of the pass.
+
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 )
 
 // mlflowDeleteTries bounds the calls that try to end a deleted job's run.
@@ -36,212 +35,16 @@ const mlflowDeleteRetry = 2 * time.Second
 // is found again instead of created twice.
 const TagJobUID = "ml.example.com/uid"
 
-// MLflow run statuses (MLflow's RunStatus).
-const (
-	MLflowRunFinished = "FINISHED"
-	MLflowRunFailed   = "FAILED"
-	MLflowRunKilled   = "KILLED"
-)
-
-// MLflowMetric is one logged metric value.
-type MLflowMetric struct {
-	Key       string  `json:"key"`
-	Value     float64 `json:"value"`
-	Timestamp int64   `json:"timestamp"` // milliseconds since the epoch
-	Step      int64   `json:"step"`
-}
-
-// MLflowTag is a run tag.
-type MLflowTag struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-// MLflowClient is the part of MLflow's tracking REST API the operator uses.
-type MLflowClient interface {
-	// CreateRun returns the id of the run tagged with key in the named
-	// experiment (created if missing), creating the run, with key among its
-	// tags, when there is none: calling it again after a lost reply or a lost
-	// status write does not create a second run.
-	CreateRun(ctx context.Context, trackingURI, experiment, runName string, key MLflowTag, start time.Time, tags []MLflowTag) (string, error)
-	// LogMetrics logs metric values to a run.
-	LogMetrics(ctx context.Context, trackingURI, runID string, metrics []MLflowMetric) error
-	// EndRun sets a run's final status.
-	EndRun(ctx context.Context, trackingURI, runID, status string, end time.Time) error
-}
-
-// HTTPMLflowClient talks to MLflow's REST API (/api/2.0/mlflow/...).
-type HTTPMLflowClient struct {
-	Client *http.Client
-}
-
-// NewHTTPMLflowClient returns a client with short timeouts: a call blocks a
-// reconcile worker, and a slow tracking server must not stall the others.
-func NewHTTPMLflowClient() *HTTPMLflowClient {
-	return &HTTPMLflowClient{Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
-		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-	}}}
-}
-
-// mlflowError is MLflow's error body.
-type mlflowError struct {
-	ErrorCode string `json:"error_code"`
-	Message   string `json:"message"`
-}
-
-// call sends one request; in (if not nil) is the JSON body, out (if not nil)
-// receives the JSON response. It returns the HTTP status and MLflow's
-// error_code on failure.
-func (c *HTTPMLflowClient) call(ctx context.Context, method, base, endpoint string, query url.Values, in, out any) (string, error) {
-	u := strings.TrimRight(base, "/") + "/api/2.0/mlflow/" + endpoint
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return "", err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return "", err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.Client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e mlflowError
-		_ = json.Unmarshal(data, &e)
-		return e.ErrorCode, fmt.Errorf("%s %s: HTTP %d %s %s", method, endpoint, resp.StatusCode, e.ErrorCode, e.Message)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return "", fmt.Errorf("%s %s: reading the response: %w", method, endpoint, err)
-		}
-	}
-	return "", nil
-}
-
-// experimentID finds the experiment by name, creating it when missing.
-func (c *HTTPMLflowClient) experimentID(ctx context.Context, base, name string) (string, error) {
-	var got struct {
-		Experiment struct {
-			ExperimentID string `json:"experiment_id"`
-		} `json:"experiment"`
-	}
-	code, err := c.call(ctx, http.MethodGet, base, "experiments/get-by-name", url.Values{"experiment_name": {name}}, nil, &got)
-	if err == nil {
-		return got.Experiment.ExperimentID, nil
-	}
-	if code != "RESOURCE_DOES_NOT_EXIST" {
-		return "", err
-	}
-	var created struct {
-		ExperimentID string `json:"experiment_id"`
-	}
-	code, err = c.call(ctx, http.MethodPost, base, "experiments/create", nil, map[string]string{"name": name}, &created)
-	if code == "RESOURCE_ALREADY_EXISTS" {
-		// Created concurrently by someone else.
-		return c.experimentID(ctx, base, name)
-	}
-	return created.ExperimentID, err
-}
-
-// runInfo is the part of MLflow's Run the operator reads.
-type runInfo struct {
-	Info struct {
-		RunID string `json:"run_id"`
-	} `json:"info"`
-}
-
-// findRun is the id of the experiment's run tagged key.Key = key.Value, ""
-// when there is none (runs/search; deleted runs are not searched).
-func (c *HTTPMLflowClient) findRun(ctx context.Context, base, expID string, key MLflowTag) (string, error) {
-	var got struct {
-		Runs []runInfo `json:"runs"`
-	}
-	// Backticks quote a tag key with dots or slashes in MLflow's filter
-	// syntax and the value is single-quoted, so neither may contain its own
-	// quote (a Kubernetes UID never does).
-	if strings.ContainsAny(key.Key, "`") || strings.ContainsAny(key.Value, "'") {
-		return "", fmt.Errorf("runs/search: tag %q=%q cannot be quoted in a filter", key.Key, key.Value)
-	}
-	in := map[string]any{
-		"experiment_ids": []string{expID},
-		"filter":         fmt.Sprintf("tags.`%s` = '%s'", key.Key, key.Value),
-		"run_view_type":  "ACTIVE_ONLY",
-		"max_results":    1,
-	}
-	if _, err := c.call(ctx, http.MethodPost, base, "runs/search", nil, in, &got); err != nil {
-		return "", err
-	}
-	if len(got.Runs) == 0 {
-		return "", nil
-	}
-	return got.Runs[0].Info.RunID, nil
-}
-
-// CreateRun implements MLflowClient.
-func (c *HTTPMLflowClient) CreateRun(ctx context.Context, base, experiment, runName string, key MLflowTag, start time.Time, tags []MLflowTag) (string, error) {
-	if experiment == "" {
-		experiment = "Default"
-	}
-	expID, err := c.experimentID(ctx, base, experiment)
-	if err != nil {
-		return "", err
-	}
-	if id, err := c.findRun(ctx, base, expID, key); err != nil || id != "" {
-		return id, err
-	}
-	var got struct {
-		Run runInfo `json:"run"`
-	}
-	tags = append(append([]MLflowTag(nil), tags...), key)
-	in := map[string]any{"experiment_id": expID, "run_name": runName, "start_time": start.UnixMilli(), "tags": tags}
-	if _, err := c.call(ctx, http.MethodPost, base, "runs/create", nil, in, &got); err != nil {
-		return "", err
-	}
-	if got.Run.Info.RunID == "" {
-		return "", errors.New("runs/create: the response has no run.info.run_id")
-	}
-	return got.Run.Info.RunID, nil
-}
-
-// LogMetrics implements MLflowClient.
-func (c *HTTPMLflowClient) LogMetrics(ctx context.Context, base, runID string, metrics []MLflowMetric) error {
-	_, err := c.call(ctx, http.MethodPost, base, "runs/log-batch", nil, map[string]any{"run_id": runID, "metrics": metrics}, nil)
-	return err
-}
-
-// EndRun implements MLflowClient.
-func (c *HTTPMLflowClient) EndRun(ctx context.Context, base, runID, status string, end time.Time) error {
-	_, err := c.call(ctx, http.MethodPost, base, "runs/update", nil,
-		map[string]any{"run_id": runID, "status": status, "end_time": end.UnixMilli()}, nil)
-	return err
-}
-
 // progressMetrics are the metrics to log for a job's current progress, at
 // step = the current epoch.
-func progressMetrics(st *mlv1.TrainingJobStatus, now time.Time) []MLflowMetric {
+func progressMetrics(st *mlv1.TrainingJobStatus, now time.Time) []mlflow.Metric {
 	ms := now.UnixMilli()
 	step := int64(st.CurrentEpoch)
-	out := []MLflowMetric{{Key: "epoch", Value: float64(st.CurrentEpoch), Timestamp: ms, Step: step}}
+	out := []mlflow.Metric{{Key: "epoch", Value: float64(st.CurrentEpoch), Timestamp: ms, Step: step}}
 	if m := st.Metrics; m != nil {
 		for key, v := range map[string]*float64{"loss": m.Loss, "accuracy": m.Accuracy, "throughput_samples_per_second": m.Throughput} {
 			if v != nil {
-				out = append(out, MLflowMetric{Key: key, Value: *v, Timestamp: ms, Step: step})
+				out = append(out, mlflow.Metric{Key: key, Value: *v, Timestamp: ms, Step: step})
 			}
 		}
 	}
@@ -252,12 +55,12 @@ func progressMetrics(st *mlv1.TrainingJobStatus, now time.Time) []MLflowMetric {
 // completed, KILLED when the operator stopped it (deadline exceeded), else FAILED.
 func finalRunStatus(job *mlv1.TrainingJob) string {
 	if job.Status.State == mlv1.StateCompleted {
-		return MLflowRunFinished
+		return mlflow.RunFinished
 	}
 	if c := meta.FindStatusCondition(job.Status.Conditions, mlv1.TrainingJobFailed); c != nil && c.Reason == mlv1.ReasonDeadlineExceeded {
-		return MLflowRunKilled
+		return mlflow.RunKilled
 	}
-	return MLflowRunFailed
+	return mlflow.RunFailed
 }
 
 // trackingCondition records the outcome of an MLflow call.
@@ -301,11 +104,11 @@ func (r *Reconciler) ensureMLflowRun(ctx context.Context, p *pass) {
 		return
 	}
 	mf := job.Spec.Tracking.MLflow
-	tags := []MLflowTag{{Key: "ml.example.com/trainingjob", Value: job.Name}, {Key: "ml.example.com/namespace", Value: job.Namespace},
+	tags := []mlflow.Tag{{Key: "ml.example.com/trainingjob", Value: job.Name}, {Key: "ml.example.com/namespace", Value: job.Namespace},
 		{Key: "ml.example.com/attempt", Value: fmt.Sprint(st.Attempt())}, {Key: "mlflow.runName", Value: job.Namespace + "/" + job.Name}}
 	cctx, cancel := mlflowCtx(ctx)
 	defer cancel()
-	uid := MLflowTag{Key: TagJobUID, Value: string(job.UID)}
+	uid := mlflow.Tag{Key: TagJobUID, Value: string(job.UID)}
 	id, err := r.cfg.MLflow.CreateRun(cctx, mf.TrackingURI, mf.ExperimentName, job.Namespace+"/"+job.Name, uid, st.StartTime.Time, tags)
 	r.retryTracking(p, key, err)
 	if err == nil {
@@ -378,7 +181,7 @@ func (r *Reconciler) endDeletedMLflowRun(ctx context.Context, p *pass) error {
 	}
 	key := client.ObjectKeyFromObject(job)
 	if mlflowEnabled(job) && st.MLflowRunID != "" {
-		status, end := MLflowRunKilled, p.now
+		status, end := mlflow.RunKilled, p.now
 		if st.CompletionTime != nil {
 			status, end = finalRunStatus(job), st.CompletionTime.Time
 		}

@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // observed is what exists in the cluster for one ModelDeployment.
@@ -92,7 +93,7 @@ func (r *Reconciler) istioVersion() string {
 
 // aggregateMetrics sums the versions' rates and weights their error rates and
 // latencies by traffic. Nil when nothing was read.
-func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
+func aggregateMetrics(ms []prometheus.VersionMetrics) *mlv1.ServingMetrics {
 	if len(ms) == 0 {
 		return nil
 	}

@@ -3,8 +3,6 @@ package modeldeployment_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +24,8 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	mdctrl "github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus/prometheustest"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -417,40 +417,13 @@ func TestDegradedBelow80Percent(t *testing.T) {
 	assert.Equal(t, 1.0, v)
 }
 
-// promServer serves the documented /api/v1/query JSON: for each query, the
-// first rule whose substrings all occur in it decides the value.
-func promServer(t *testing.T, rules func(query string) (float64, bool)) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.URL.Path != "/api/v1/query" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		result := []any{}
-		if v, ok := rules(r.Form.Get("query")); ok {
-			result = append(result, map[string]any{"metric": map[string]string{}, "value": []any{1763780400, jsonNumber(v)}})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"status": "success",
-			"data":   map[string]any{"resultType": "vector", "result": result},
-		})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // withPrometheus makes h's reconciler read Prometheus from a server that
-// answers each query with rules (promServer).
-func (h *harness) withPrometheus(rules func(query string) (float64, bool)) {
+// answers each query with rules (prometheustest).
+func (h *harness) withPrometheus(rules prometheustest.Rules) {
 	h.t.Helper()
-	src, err := mdctrl.NewPrometheusSource(promServer(h.t, rules).URL, nil)
+	src, err := prometheus.NewHTTPSource(prometheustest.NewServer(h.t, rules).URL, nil)
 	require.NoError(h.t, err)
 	h.r.Metrics = src
-}
-
-func jsonNumber(f float64) string {
-	b, _ := json.Marshal(f)
-	return string(b)
 }
 
 // A canned Prometheus error spike on the canary rolls it back to the stable

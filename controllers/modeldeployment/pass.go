@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // event is emitted after the status write.
@@ -54,7 +55,7 @@ type passState struct {
 	// removed versions that still drain.
 	results []versionResult
 	vstatus []mlv1.VersionStatus
-	served  []VersionMetrics
+	served  []prometheus.VersionMetrics
 
 	failed    []mlv1.FailedVersion
 	failedSet map[string]bool

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // maxHistory is how many applied version sets status.history keeps.
@@ -38,7 +39,7 @@ func retried(failed []mlv1.FailedVersion, version string, generation int64) bool
 
 // metricFailure judges a version's serving metrics against the rollout
 // limits. A version with no traffic cannot fail on them.
-func metricFailure(m VersionMetrics, maxErrorRate float64, maxLatencyMs *int32) (reason, message string) {
+func metricFailure(m prometheus.VersionMetrics, maxErrorRate float64, maxLatencyMs *int32) (reason, message string) {
 	if m.RequestsPerSecond <= 0 {
 		return "", ""
 	}

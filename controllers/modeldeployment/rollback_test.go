@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 func TestRollbackTarget(t *testing.T) {
@@ -41,16 +42,16 @@ func TestRollbackTarget(t *testing.T) {
 
 func TestMetricFailure(t *testing.T) {
 	cases := []struct {
-		m      VersionMetrics
+		m      prometheus.VersionMetrics
 		maxLat *int32
 		want   string
 	}{
-		{VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051}, nil, mlv1.ReasonErrorRate},
-		{VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, ptr.To[int32](500), mlv1.ReasonLatency},
-		{VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5}, ptr.To[int32](500), ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051}, nil, mlv1.ReasonErrorRate},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, ptr.To[int32](500), mlv1.ReasonLatency},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5}, ptr.To[int32](500), ""},
 	}
 	for i, tc := range cases {
 		if got, _ := metricFailure(tc.m, 0.05, tc.maxLat); got != tc.want {

@@ -132,6 +132,11 @@ func WorkerPodName(job string, rank int32) string { return fmt.Sprintf("%s-worke
 // PSPodName is a TensorFlow parameter server pod: <name>-ps-<i>.
 func PSPodName(job string, i int32) string { return fmt.Sprintf("%s-ps-%d", job, i) }
 
+// GangGroupName is the group of one gang attempt: <name>-<attempt>. It names
+// Kueue's pod group (the pods' kueue.x-k8s.io/pod-group-name) and a gang
+// scheduler's PodGroup. A restarted gang is a new group.
+func GangGroupName(job string, attempt int32) string { return fmt.Sprintf("%s-%d", job, attempt) }
+
 // WorkersServiceName is the headless Service: <name>-workers.
 func WorkersServiceName(job string) string { return job + "-workers" }
 

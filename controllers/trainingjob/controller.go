@@ -35,6 +35,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
 
@@ -48,6 +49,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=scheduling.volcano.sh,resources=podgroups,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;create;delete
 
 // Config is the admin's configuration of the TrainingJob controller.
 type Config struct {
@@ -139,6 +142,8 @@ type Reconciler struct {
 	tracking *scrapeTracker
 	// batch holds back counters-only status writes.
 	batch *statusBatch
+	// podGroups creates a gang scheduler's PodGroup for each attempt.
+	podGroups podgroups.Ensurer
 }
 
 // NewReconciler builds the reconciler. c is the manager's (cached) client;
@@ -154,6 +159,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		scrapes:   newScrapeTracker(),
 		tracking:  newScrapeTracker(),
 		batch:     newStatusBatch(),
+		podGroups: podgroups.NewClient(c),
 	}
 }
 
@@ -783,13 +789,14 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 		return workersOnly(inFlight), nil
 	}
 	// A gang scheduler's PodGroup exists before the pods that name it.
-	gs, group, grouped, err := r.ensurePodGroup(ctx, job, attempt, want)
+	gang := desiredGang(job, attempt, want)
+	scheduler, grouped, err := r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang)
 	if err != nil {
 		return workersOnly(inFlight), err
 	}
 	if grouped {
 		for _, pod := range missing {
-			annotateForPodGroup(pod, gs, group)
+			scheduler.Join(pod, gang.Name)
 		}
 	}
 	var mu sync.Mutex

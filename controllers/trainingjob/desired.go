@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 )
 
 // Names and paths the pods are built with. They are part of the documented
@@ -25,10 +26,6 @@ const (
 	// NonRootUID is the user and group the workers run as unless the template
 	// sets a pod security context.
 	NonRootUID int64 = 1000
-
-	kueueQueueLabel      = "kueue.x-k8s.io/queue-name"
-	kueuePodGroupLabel   = "kueue.x-k8s.io/pod-group-name"
-	kueueGroupCountAnnot = "kueue.x-k8s.io/pod-group-total-count"
 
 	checkpointVolume = "checkpoints"
 	dataVolume       = "data"
@@ -81,16 +78,6 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 			annotations[k] = v
 		}
 	}
-	if q := spec.Scheduling.QueueName; q != "" {
-		// Kueue's plain-pod group integration admits the gang as one unit. The
-		// group is per attempt: a restarted gang is a new workload.
-		labels[kueueQueueLabel] = q
-		labels[kueuePodGroupLabel] = fmt.Sprintf("%s-%d", job.Name, attempt)
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[kueueGroupCountAnnot] = strconv.Itoa(int(gangSize(spec)))
-	}
 
 	gpus := spec.EffectiveGPUs()
 	var nodeSelector map[string]string
@@ -141,7 +128,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 
 	volumes, mounts := workerVolumes(job)
 
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       job.Namespace,
@@ -178,6 +165,12 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 			SecurityContext:    podSC,
 		},
 	}
+	if q := spec.Scheduling.QueueName; q != "" {
+		// Kueue's plain-pod group integration admits the gang as one unit. The
+		// group is per attempt: a restarted gang is a new workload.
+		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), gangSize(spec))
+	}
+	return pod
 }
 
 // desiredPSPod is a TensorFlow parameter server of a gang attempt: the
@@ -206,6 +199,23 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *cor
 		}
 	}
 	return pod
+}
+
+// desiredGang is a gang attempt as a gang scheduler's PodGroup describes
+// it: every pod of the attempt (ranks and parameter servers) is a member.
+func desiredGang(job *mlv1.TrainingJob, attempt int32, pods []*corev1.Pod) podgroups.Gang {
+	labels := childLabels(job)
+	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
+	return podgroups.Gang{
+		Namespace:         job.Namespace,
+		Name:              mlv1.GangGroupName(job.Name, attempt),
+		Labels:            labels,
+		Siblings:          map[string]string{mlv1.LabelTrainingJob: job.Name},
+		Owner:             ownerRef(job),
+		MinMember:         gangSize(&job.Spec),
+		Pods:              pods,
+		PriorityClassName: job.Spec.Scheduling.PriorityClassName,
+	}
 }
 
 // gangSize is the number of pods of one attempt: the ranks and, for

@@ -1,14 +1,17 @@
 package trainingjob
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
-	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
@@ -181,108 +184,49 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b)
 }
 
-// scrapeTracker rate-limits scrapes per job: at most one per interval, and
-// backing off (doubling, capped) while scrapes fail.
-type scrapeTracker struct {
-	mu      sync.Mutex
-	entries map[types.NamespacedName]scrapeEntry
-}
-
-type scrapeEntry struct {
-	next     time.Time
-	failures int
-	// The rate baseline of attempt baseAttempt, if set.
-	base        rateBaseline
-	baseAttempt int32
-	// pending is the last scrape's outcome until a status write carries it:
-	// a pass whose write is lost applies it again instead of scraping
-	// before the interval is up.
-	pending *scrapeResult
-}
-
-// scrapeResult is one scrape's outcome.
-type scrapeResult struct {
-	report  progress.Report
-	err     error
-	url     string
-	at      time.Time
-	attempt int32
-}
-
-func newScrapeTracker() *scrapeTracker {
-	return &scrapeTracker{entries: map[types.NamespacedName]scrapeEntry{}}
-}
-
-// due reports whether a job may be scraped at now, and otherwise when.
-func (t *scrapeTracker) due(key types.NamespacedName, now time.Time) (bool, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.entries[key]
-	if !ok || !now.Before(e.next) {
-		return true, time.Time{}
+// scrapeProgress reads rank 0's progress when it is due.
+func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*corev1.Pod) {
+	job := p.job
+	var rank0 *corev1.Pod
+	for _, pod := range current {
+		if rankOf(pod) == 0 {
+			rank0 = pod
+		}
 	}
-	return false, e.next
-}
-
-// record notes a scrape's outcome and returns when the next one is due.
-func (t *scrapeTracker) record(key types.NamespacedName, now time.Time, ok bool, interval, maxBackoff time.Duration) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	if ok {
-		e.failures = 0
-		e.next = now.Add(interval)
-	} else {
-		e.failures++
-		e.next = now.Add(min(backoffFor(int32(e.failures), interval, maxBackoff), maxBackoff))
+	if rank0 == nil || rank0.Status.PodIP == "" || rank0.Status.Phase != corev1.PodRunning {
+		return
 	}
-	t.entries[key] = e
-	return e.next
-}
-
-// baseline returns the rate baseline of a job's attempt, setting it to
-// (epoch, now) at the attempt's first call.
-func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) rateBaseline {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	if e.base.at.IsZero() || e.baseAttempt != attempt {
-		e.base, e.baseAttempt = rateBaseline{epoch: epoch, at: now}, attempt
-		t.entries[key] = e
+	key := client.ObjectKeyFromObject(job)
+	if ok, next := r.scrapes.due(key, p.now); !ok {
+		p.requeue(next)
+		// A scrape whose status write was lost is applied again.
+		if res := r.scrapes.unwritten(key); res != nil && res.attempt == job.Status.Attempt() {
+			r.applyScrape(ctx, p, key, *res)
+		}
+		return
 	}
-	return e.base
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(rank0.Status.PodIP, strconv.Itoa(int(job.Spec.EffectiveMetricsPort()))), job.Spec.EffectiveMetricsPath())
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	report, err := r.cfg.Scraper.Scrape(sctx, url)
+	res := scrapeResult{report: report, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
+	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+	r.scrapes.pend(key, res)
+	r.applyScrape(ctx, p, key, res)
 }
 
-// pend keeps a scrape's outcome until a status write carries it.
-func (t *scrapeTracker) pend(key types.NamespacedName, res scrapeResult) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	e.pending = &res
-	t.entries[key] = e
-}
-
-// unwritten returns the last scrape's outcome if no status write has
-// carried it yet, and nil otherwise.
-func (t *scrapeTracker) unwritten(key types.NamespacedName) *scrapeResult {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.entries[key].pending
-}
-
-// written notes that the job's status now carries the last scrape.
-func (t *scrapeTracker) written(key types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.entries[key]; ok && e.pending != nil {
-		e.pending = nil
-		t.entries[key] = e
+// applyScrape puts a scrape's outcome into the job's status.
+func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.NamespacedName, res scrapeResult) {
+	job := p.job
+	setCondition(&job.Status, progressCondition(job, res.err, res.url), metav1.NewTime(res.at))
+	if res.err != nil {
+		return
 	}
-}
-
-// forget drops a job's entry.
-func (t *scrapeTracker) forget(key types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.entries, key)
+	var base rateBaseline
+	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
+		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
+	}
+	if applyProgress(job, res.report, res.at, base) {
+		r.logMLflowMetrics(ctx, p)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,28 +143,6 @@ func (r *Reconciler) syncMLflowFinalizer(ctx context.Context, p *pass) {
 		log.FromContext(ctx).Error(err, "MLflow run finalizer", "want", want)
 		p.requeue(p.now.Add(time.Second))
 	}
-}
-
-// setFinalizer adds or removes a finalizer with a patch of a copy (the patch
-// response must not overwrite the status this pass computed), then takes
-// the new resourceVersion and finalizers over, so the status write that
-// follows is not refused as a conflict.
-func (r *Reconciler) setFinalizer(ctx context.Context, job *mlv1.TrainingJob, finalizer string, present bool) error {
-	orig := job.DeepCopy()
-	cp := job.DeepCopy()
-	if present {
-		controllerutil.AddFinalizer(cp, finalizer)
-	} else {
-		controllerutil.RemoveFinalizer(cp, finalizer)
-	}
-	if err := r.client.Patch(ctx, cp, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		if !present && apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patching finalizer %s: %w", finalizer, err)
-	}
-	job.ResourceVersion, job.Finalizers = cp.ResourceVersion, cp.Finalizers
-	return nil
 }
 
 // endDeletedMLflowRun ends the run of a job being deleted before its run was

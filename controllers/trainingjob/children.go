@@ -51,6 +51,39 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 	return nil
 }
 
+// runGang keeps the current attempt's gang going. Once the older
+// attempts' pods are gone (names repeat across attempts, and old and new
+// ranks must never meet) and, after a failure, the backoff has passed, it
+// creates the missing pods; then it reports the gang's state, and tracks
+// its MLflow run and progress.
+func (r *Reconciler) runGang(ctx context.Context, p *pass, g attemptPods) error {
+	job, st := p.job, &p.job.Status
+	if len(g.stale) > 0 {
+		// The old attempt's pods are still going; their deletion requeues.
+		st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+		return nil
+	}
+	if st.State == mlv1.StateRestarting {
+		if wait := r.backoffUntil(job); p.now.Before(wait) {
+			p.requeue(wait)
+			return nil
+		}
+	}
+	inFlight, err := r.createMissing(ctx, p, g.current, g.ps, g.attempt)
+	if err != nil {
+		return err
+	}
+	// Count pods the API server has but the cache does not show yet, so the
+	// pass that sees them arrive has nothing new to write.
+	observeWorkers(st, append(g.current, inFlight...), job.Spec.EffectiveGPUResourceName())
+	r.updateActiveState(p, g.current)
+	r.ensureMLflowRun(ctx, p)
+	if st.State == mlv1.StateRunning {
+		r.scrapeProgress(ctx, p, g.current)
+	}
+	return nil
+}
+
 // createMissing creates the pods of ranks that have none, in parallel with
 // a bounded fan-out. It returns the worker pods that exist on the API server
 // but not (yet) in the cache: those it created and those an earlier pass did.

@@ -1,5 +1,16 @@
 // Package trainingjob runs TrainingJobs: one pod per rank, created directly,
 // restarted as a gang, resumed from checkpoints, with progress in status.
+//
+// Reconcile (controller.go) reads the job, runs one pass and writes the
+// status once. The pass (pass.go) is a short list of named steps, each a
+// policy in a file of its own: observe.go and nodes.go see the pods and
+// their nodes; finish.go, suspend.go and finalizers.go handle the states
+// that need no decision about the gang; decide.go is the restart and
+// disruption policy, restart.go records a restart and its backoff;
+// children.go creates and deletes the children, which desired.go and env.go
+// build; tracking.go and progress.go report to MLflow and from rank 0.
+// status.go computes the conditions. The integrations the steps call
+// (MLflow, progress scraping, pod groups) live in internal/integrations.
 package trainingjob
 
 import (

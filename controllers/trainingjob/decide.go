@@ -54,6 +54,21 @@ type gangState struct {
 	nodeGrace time.Duration
 }
 
+// gangState gathers what decide looks at. A rank created by an earlier pass
+// that the cache does not show yet was not deleted: it just has not
+// arrived, so it does not count as seen.
+func (r *Reconciler) gangState(p *pass, g attemptPods, nodes map[string]nodeInfo) gangState {
+	job := p.job
+	seen := seenRanks(&job.Status)
+	for rank := range seen {
+		if r.expect.pendingCreate(job.UID, createKey(mlv1.WorkerPodName(job.Name, rank), g.attempt), p.now) {
+			delete(seen, rank)
+		}
+	}
+	return gangState{job: job, pods: g.current, ps: g.ps, nodes: nodes, seenRanks: seen,
+		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod}
+}
+
 // decide is the gang policy: given the current attempt's pods, does the job
 // complete, fail, restart (for a failure or a disruption) or keep going?
 // Disruptions are checked first: a preempted or evicted pod often also looks

@@ -11,6 +11,16 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
+// finalize is the pass over a job being deleted: it ends the job's open
+// MLflow run and releases the finalizers. The garbage collector deletes the
+// children.
+func (r *Reconciler) finalize(ctx context.Context, p *pass) error {
+	if err := r.endDeletedMLflowRun(ctx, p); err != nil {
+		return err
+	}
+	return r.releaseFinalizer(ctx, p.job)
+}
+
 // releaseFinalizer removes the cleanup finalizer, which this controller no
 // longer needs: the garbage collector removes every child through owner
 // references, and a retained PVC has none. Jobs that still carry it (set by

@@ -15,6 +15,29 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
+// failUnrunnable fails a job that cannot run as written (no image) or ran
+// past runPolicy.activeDeadlineSeconds, and otherwise asks for a pass at the
+// deadline. It reports whether it failed the job.
+func (r *Reconciler) failUnrunnable(p *pass) bool {
+	job, st := p.job, &p.job.Status
+	if job.Spec.EffectiveImage(r.cfg.DefaultImages) == "" {
+		r.finish(p, mlv1.StateFailed, mlv1.ReasonInvalidSpec, fmt.Sprintf(
+			"spec.image: Required value: no image given and the operator has no default image for framework %q",
+			job.Spec.EffectiveFramework()))
+		return true
+	}
+	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
+		deadline := st.StartTime.Add(time.Duration(*d) * time.Second)
+		if !p.now.Before(deadline) {
+			r.finish(p, mlv1.StateFailed, mlv1.ReasonDeadlineExceeded, fmt.Sprintf(
+				"spec.runPolicy.activeDeadlineSeconds: the job ran longer than %ds (started %s)", *d, st.StartTime.UTC().Format(time.RFC3339)))
+			return true
+		}
+		p.requeue(deadline)
+	}
+	return false
+}
+
 // finish moves the job to Completed or Failed.
 func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, message string) {
 	job, st := p.job, &p.job.Status
@@ -54,8 +77,12 @@ func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, messag
 	})
 }
 
-// reconcileFinished applies cleanPodPolicy and ttlSecondsAfterFinished.
-func (r *Reconciler) reconcileFinished(ctx context.Context, p *pass, pods []*corev1.Pod) error {
+// cleanUpFinished ends the MLflow run of a finished job and applies
+// cleanPodPolicy and ttlSecondsAfterFinished. It runs in the passes after
+// the one that finished the job: deleting pods first and then losing that
+// status write would make the next pass read the deletions as a
+// disruption.
+func (r *Reconciler) cleanUpFinished(ctx context.Context, p *pass, pods []*corev1.Pod) error {
 	job := p.job
 	r.endMLflowRun(ctx, p)
 	var doomed []*corev1.Pod

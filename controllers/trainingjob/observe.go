@@ -11,6 +11,56 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
+// observation is what a pass sees of the job's pods: the pods it controls
+// (from the cache) and the nodes they are bound to.
+type observation struct {
+	pods  []*corev1.Pod
+	nodes map[string]nodeInfo
+}
+
+// observe lists the job's pods and looks up their nodes. Pods stuck
+// Terminating on a lost node are force-deleted on the way: whatever deleted
+// them (a restart, suspend, cleanup or someone else), they must not block
+// the job.
+func (r *Reconciler) observe(ctx context.Context, p *pass) (*observation, error) {
+	pods, err := r.listPods(ctx, p.job)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := r.nodeInfos(ctx, pods)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.forceDeleteStuck(ctx, p, pods, nodes); err != nil {
+		return nil, err
+	}
+	return &observation{pods: pods, nodes: nodes}, nil
+}
+
+// attemptPods are the job's pods sorted by the current attempt.
+type attemptPods struct {
+	attempt int32
+	// current are the attempt's worker pods, ps its TensorFlow parameter
+	// servers, and stale the pods of older attempts, which are deleted.
+	current, ps, stale []*corev1.Pod
+}
+
+// splitByAttempt sorts pods by the attempt label they carry.
+func splitByAttempt(pods []*corev1.Pod, attempt int32) attemptPods {
+	g := attemptPods{attempt: attempt}
+	for _, pod := range pods {
+		switch {
+		case attemptOf(pod) != attempt:
+			g.stale = append(g.stale, pod)
+		case isPS(pod):
+			g.ps = append(g.ps, pod)
+		default:
+			g.current = append(g.current, pod)
+		}
+	}
+	return g
+}
+
 // seenRanks are the ranks whose pod a previous pass observed in the current attempt.
 func seenRanks(st *mlv1.TrainingJobStatus) map[int32]bool {
 	seen := map[int32]bool{}

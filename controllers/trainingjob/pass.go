@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -79,151 +77,86 @@ func (p *pass) result() ctrl.Result {
 	return ctrl.Result{RequeueAfter: d}
 }
 
-// reconcile is one pass over a job.
+// reconcile is one pass over a job, in named steps. A job being deleted
+// only does its finalizer work, and a new job is only recorded. Otherwise
+// the pass observes the job's pods and their nodes; handles the states that
+// need no decision about the gang (finished, unrunnable, suspended,
+// resuming); decides what the current attempt's pods mean; and acts on it.
 func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
-	job := p.job
-	if job.DeletionTimestamp != nil {
-		if err := r.endDeletedMLflowRun(ctx, p); err != nil {
-			return err
-		}
-		return r.releaseFinalizer(ctx, job)
+	if p.job.DeletionTimestamp != nil {
+		return r.finalize(ctx, p)
 	}
-	st := &job.Status
+	if r.recordSpec(p) {
+		return nil
+	}
+	obs, err := r.observe(ctx, p)
+	if err != nil {
+		return err
+	}
+	if p.job.Status.State.IsFinished() {
+		return r.cleanUpFinished(ctx, p, obs.pods)
+	}
+	if r.failUnrunnable(p) {
+		return nil
+	}
+	if err := r.ensureResources(ctx, p); err != nil {
+		return err
+	}
+	if p.job.Spec.IsSuspended() {
+		return r.suspend(ctx, p, obs.pods)
+	}
+	if !r.resume(p, obs.pods) {
+		return nil
+	}
+	g := splitByAttempt(obs.pods, p.job.Status.Attempt())
+	if err := r.deletePods(ctx, p.job, g.stale, p.now); err != nil {
+		return err
+	}
+	if r.act(p, decide(r.gangState(p, g, obs.nodes)), g) {
+		return nil
+	}
+	return r.runGang(ctx, p, g)
+}
+
+// recordSpec notes the generation and the total epochs the pass works
+// from. A new job is first only recorded as Pending (seen, nothing
+// created): that status write triggers the pass that creates its children.
+// It reports whether the pass ends there; a new job without an image goes
+// on, to be failed.
+func (r *Reconciler) recordSpec(p *pass) (recordedOnly bool) {
+	job, st := p.job, &p.job.Status
 	st.ObservedGeneration = job.Generation
 	if total := job.Spec.TotalEpochs(); total > 0 {
 		st.TotalEpochs = total
 	}
-	if st.State == "" {
-		// A new job is first recorded as Pending (seen, nothing created);
-		// that status write triggers the pass that creates its children.
-		st.State = mlv1.StatePending
-		if job.Spec.EffectiveImage(r.cfg.DefaultImages) != "" {
-			return nil
-		}
+	if st.State != "" {
+		return false
 	}
+	st.State = mlv1.StatePending
+	return job.Spec.EffectiveImage(r.cfg.DefaultImages) != ""
+}
 
-	pods, err := r.listPods(ctx, job)
-	if err != nil {
-		return err
-	}
-	nodes, err := r.nodeInfos(ctx, pods)
-	if err != nil {
-		return err
-	}
-	// Whatever deleted them (a restart, suspend, cleanup or someone else),
-	// pods stuck Terminating on a lost node must not block the job.
-	if err := r.forceDeleteStuck(ctx, p, pods, nodes); err != nil {
-		return err
-	}
-	if st.State.IsFinished() {
-		return r.reconcileFinished(ctx, p, pods)
-	}
-	// Below, a pass that finishes the job only records it: cleanup happens in
-	// the pass its status write triggers. Deleting pods first and then losing
-	// the write would make the next pass read the deletions as a disruption.
-	if job.Spec.EffectiveImage(r.cfg.DefaultImages) == "" {
-		r.finish(p, mlv1.StateFailed, mlv1.ReasonInvalidSpec, fmt.Sprintf(
-			"spec.image: Required value: no image given and the operator has no default image for framework %q",
-			job.Spec.EffectiveFramework()))
-		return nil
-	}
-	if d := job.Spec.RunPolicy.ActiveDeadlineSeconds; d != nil && st.StartTime != nil {
-		deadline := st.StartTime.Add(time.Duration(*d) * time.Second)
-		if !p.now.Before(deadline) {
-			r.finish(p, mlv1.StateFailed, mlv1.ReasonDeadlineExceeded, fmt.Sprintf(
-				"spec.runPolicy.activeDeadlineSeconds: the job ran longer than %ds (started %s)", *d, st.StartTime.UTC().Format(time.RFC3339)))
-			return nil
-		}
-		p.requeue(deadline)
-	}
-
-	if err := r.ensureResources(ctx, p); err != nil {
-		return err
-	}
-	if job.Spec.IsSuspended() {
-		return r.reconcileSuspended(ctx, p, pods)
-	}
-	if st.State == mlv1.StateSuspended {
-		for _, pod := range pods {
-			// Resumed before the suspended gang was gone: wait for it, so the
-			// new gang never meets the old one; its deletion requeues. A pod
-			// neither deleted nor being deleted was created by a resume pass
-			// whose status write failed: it belongs to the new gang.
-			if pod.DeletionTimestamp != nil || r.expect.pendingDelete(job.UID, pod.UID, p.now) {
-				return nil
-			}
-		}
-		st.State = mlv1.StatePending
-		setCondition(st, suspendedCondition(job, false), metav1.NewTime(p.now))
-		p.event(corev1.EventTypeNormal, mlv1.EventResumed, "spec.suspend is false: recreating the gang (attempt %d)", st.Attempt())
-	}
-
-	attempt := st.Attempt()
-	var current, ps, stale []*corev1.Pod
-	for _, pod := range pods {
-		switch {
-		case attemptOf(pod) != attempt:
-			stale = append(stale, pod)
-		case isPS(pod):
-			ps = append(ps, pod)
-		default:
-			current = append(current, pod)
-		}
-	}
-	if err := r.deletePods(ctx, job, stale, p.now); err != nil {
-		return err
-	}
-
-	// A rank created by an earlier pass that the cache does not show yet was
-	// not deleted: it just has not arrived.
-	seen := seenRanks(st)
-	for rank := range seen {
-		if r.expect.pendingCreate(job.UID, createKey(mlv1.WorkerPodName(job.Name, rank), attempt), p.now) {
-			delete(seen, rank)
-		}
-	}
-	d := decide(gangState{job: job, pods: current, ps: ps, nodes: nodes, seenRanks: seen,
-		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod})
+// act carries out a decision that ends the pass: the job completes or
+// fails, or the gang restarts. Only the decision is written in this pass:
+// the status write moves the job on, and the pass it triggers deletes the
+// pods, so a lost write never leaves a deleted gang uncounted. To keep
+// going, act only asks for a look again when a node's grace period ends,
+// and reports false.
+func (r *Reconciler) act(p *pass, d decision, g attemptPods) (ended bool) {
+	gpus := p.job.Spec.EffectiveGPUResourceName()
 	switch d.kind {
 	case complete:
-		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+		observeWorkers(&p.job.Status, g.current, gpus)
 		r.finish(p, mlv1.StateCompleted, d.reason, d.message)
-		return nil
+		return true
 	case fail:
-		observeWorkers(st, current, job.Spec.EffectiveGPUResourceName())
+		observeWorkers(&p.job.Status, g.current, gpus)
 		r.finish(p, mlv1.StateFailed, d.reason, d.message)
-		return nil
+		return true
 	case restartForFailure, restartForDisruption:
-		// Only the decision is written in this pass. The status write moves
-		// the job to the next attempt, and the pass it triggers deletes the
-		// old gang: a failed write never leaves a deleted gang uncounted.
 		r.restart(p, d)
-		return nil
+		return true
 	}
 	p.requeue(d.recheckAt)
-
-	if len(stale) > 0 {
-		// The old attempt's pods are still going; their deletion requeues.
-		st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
-		return nil
-	}
-	if st.State == mlv1.StateRestarting {
-		if wait := r.backoffUntil(job); p.now.Before(wait) {
-			p.requeue(wait)
-			return nil
-		}
-	}
-	inFlight, err := r.createMissing(ctx, p, current, ps, attempt)
-	if err != nil {
-		return err
-	}
-	// Count pods the API server has but the cache does not show yet, so the
-	// pass that sees them arrive has nothing new to write.
-	observeWorkers(st, append(current, inFlight...), job.Spec.EffectiveGPUResourceName())
-	r.updateActiveState(p, current)
-	r.ensureMLflowRun(ctx, p)
-	if st.State == mlv1.StateRunning {
-		r.scrapeProgress(ctx, p, current)
-	}
-	return nil
+	return false
 }

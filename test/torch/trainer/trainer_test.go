@@ -21,6 +21,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/test/testutil"
 	"github.com/ml-operator/ml-operator/test/torch/launcher"
 )
@@ -63,7 +64,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	// exists, then kill the trainer mid-epoch.
 	port := ports[1]
 	cmd, out := start(t, ctx, job, 0, port)
-	scraper := trainingjob.NewHTTPScraper()
+	scraper := progress.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	deadline := time.Now().Add(60 * time.Second)
 	for job.Status.LastCheckpoint == nil || job.Status.LastCheckpoint.Epoch < 2 {

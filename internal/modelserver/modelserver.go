@@ -3,7 +3,8 @@
 // (docs/modeldeployment.md), so the real node can serve with an image built
 // here (ghcr.io/ml-operator/model-server, internal/images).
 //
-// It serves a linear model read from MODEL_PATH at
+// It serves a linear model read from MODEL_PATH (an http(s) URL or a local
+// file) at
 // POST /v1/models/<MODEL_NAME>:predict and answers with its MODEL_VERSION;
 // GET /health (the operator's default probe path), /livez and /readyz;
 // and GET /metrics in the Prometheus text format with the series the
@@ -24,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -124,30 +126,63 @@ type Model struct {
 // feature.
 var DefaultModel = Model{Weights: []float64{1}}
 
-// LoadModel reads a model from path: a local file (or file:// URL) holding
-// the Model as JSON, such as a key of the ModelDeployment's spec.config
-// mounted at /etc/model-config. A remote store (s3://, gs://, ...) is an
-// error: the server reads only what is mounted into its pod.
-func LoadModel(path string) (Model, error) {
+// LoadModel reads a model from path: an http:// or https:// URL (a model
+// store; the answer must be 200 within 30 s), or a local file (or file://
+// URL), such as a key of the ModelDeployment's spec.config mounted at
+// /etc/model-config. Either holds the Model as JSON. The other schemes a
+// ModelDeployment accepts (s3://, gs://, pvc://, hf://) are errors: this
+// server has no client for them.
+func LoadModel(ctx context.Context, path string) (Model, error) {
 	if path == "" {
 		return DefaultModel, nil
 	}
-	local := strings.TrimPrefix(path, "file://")
-	if i := strings.Index(local, "://"); i >= 0 {
-		return Model{}, fmt.Errorf("model path %q: this server reads local files only, not %s:// stores (mount the model into the pod, e.g. through spec.config)", path, local[:i])
-	}
-	data, err := os.ReadFile(local)
+	data, err := readModel(ctx, path)
 	if err != nil {
 		return Model{}, fmt.Errorf("loading the model: %w", err)
 	}
 	var m Model
 	if err := json.Unmarshal(data, &m); err != nil {
-		return Model{}, fmt.Errorf("model %s: %w", local, err)
+		return Model{}, fmt.Errorf("model %s: %w", path, err)
 	}
 	if len(m.Weights) == 0 {
-		return Model{}, fmt.Errorf("model %s has no weights", local)
+		return Model{}, fmt.Errorf("model %s has no weights", path)
 	}
 	return m, nil
+}
+
+// maxModelBytes bounds what a model may weigh.
+const maxModelBytes = 1 << 20
+
+func readModel(ctx context.Context, path string) ([]byte, error) {
+	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxModelBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", path, err)
+		}
+		if len(data) > maxModelBytes {
+			return nil, fmt.Errorf("GET %s: the model is larger than %d bytes", path, maxModelBytes)
+		}
+		return data, nil
+	}
+	local := strings.TrimPrefix(path, "file://")
+	if i := strings.Index(local, "://"); i >= 0 {
+		return nil, fmt.Errorf("model path %q: this server reads http(s) URLs and local files, not %s:// stores", path, local[:i])
+	}
+	return os.ReadFile(local)
 }
 
 // Predict applies the model to one instance.
@@ -378,7 +413,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 // is an error before anything listens: the pod then crash-loops, which is
 // what the operator's health checks must see.
 func Run(ctx context.Context, cfg Config, logf func(format string, args ...any)) error {
-	model, err := LoadModel(cfg.ModelPath)
+	model, err := LoadModel(ctx, cfg.ModelPath)
 	if err != nil {
 		return err
 	}

@@ -54,24 +54,29 @@ func writeModel(t *testing.T, content string) string {
 }
 
 func TestLoadModel(t *testing.T) {
-	m, err := LoadModel("")
+	ctx := context.Background()
+	m, err := LoadModel(ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, DefaultModel, m)
 
 	p := writeModel(t, `{"weights":[2,3],"bias":1}`)
-	for _, path := range []string{p, "file://" + p} {
-		m, err = LoadModel(path)
+	store := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(p))))
+	defer store.Close()
+	for _, path := range []string{p, "file://" + p, store.URL + "/model.json"} {
+		m, err = LoadModel(ctx, path)
 		require.NoError(t, err, path)
 		require.Equal(t, Model{Weights: []float64{2, 3}, Bias: 1}, m)
 	}
 
 	for path, want := range map[string]string{
-		"s3://models/fraud/v1":                  "local files only, not s3:// stores",
+		"s3://models/fraud/v1":                  "not s3:// stores",
+		"pvc://claim/model.json":                "not pvc:// stores",
 		filepath.Join(t.TempDir(), "none.json"): "no such file",
+		store.URL + "/absent.json":              "404 Not Found",
 		writeModel(t, `{"bias":1}`):             "has no weights",
 		writeModel(t, `weights`):                "invalid character",
 	} {
-		_, err := LoadModel(path)
+		_, err := LoadModel(ctx, path)
 		require.ErrorContains(t, err, want, path)
 	}
 }

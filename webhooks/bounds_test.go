@@ -132,9 +132,9 @@ func TestHyperparameterBounds(t *testing.T) {
 		want []string
 	}{
 		"256 small values":        {hyperparameters(256, 10), nil},
-		"one value of 4096 bytes": {hyperparameters(1, MaxHyperparameterValueBytes), nil},
+		"one value of 4096 bytes": {hyperparameters(1, mlv1.MaxHyperparameterValueBytes), nil},
 		"257 keys":                {hyperparameters(257, 10), []string{"spec.hyperparameters: Too many: 257: must have at most 256 items"}},
-		"one value of 4097 bytes": {hyperparameters(1, MaxHyperparameterValueBytes+1),
+		"one value of 4097 bytes": {hyperparameters(1, mlv1.MaxHyperparameterValueBytes+1),
 			[]string{"spec.hyperparameters[p000]: Too long: may not be more than 4096 bytes"}},
 		"20 values of 4000 bytes": {hyperparameters(20, 4000), []string{"spec.hyperparameters: Too long: may not be more than 65536 bytes"}},
 	}

@@ -98,7 +98,7 @@ func TestLongestTrainingJobNameGivesValidChildNames(t *testing.T) {
 	require.Empty(t, validateTrainingJobName(name), "the longest allowed name is accepted")
 	require.NotEmpty(t, validateTrainingJobName(name+"x"), "one character more is refused")
 
-	maxRank := max(crdMaximum(t, "numWorkers"), MaxNumWorkers) - 1
+	maxRank := max(crdMaximum(t, "numWorkers"), mlv1.MaxNumWorkers) - 1
 	maxPS := crdMaximum(t, "parameterServers") - 1
 	namespace := strings.Repeat("n", validation.DNS1123LabelMaxLength)
 	children := []childName{
@@ -109,10 +109,9 @@ func TestLongestTrainingJobNameGivesValidChildNames(t *testing.T) {
 		{"headless Service (the pods' spec.subdomain)", mlv1.WorkersServiceName(name), dns1035Label},
 		{"ConfigMap", mlv1.ConfigMapName(name), dnsSubdomain},
 		{"checkpoint PVC", mlv1.CheckpointPVCName(name), dnsSubdomain},
-		// The controllers name the group of an attempt <name>-<attempt>
-		// (controllers/trainingjob podGroupName and the Kueue pod-group label).
-		{"PodGroup of the last attempt", fmt.Sprintf("%s-%d", name, math.MaxInt32), dnsSubdomain},
-		{"pod-group label value of the last attempt", fmt.Sprintf("%s-%d", name, math.MaxInt32), labelValue},
+		// The group of an attempt (a PodGroup, and the Kueue pod-group label).
+		{"PodGroup of the last attempt", mlv1.GangGroupName(name, math.MaxInt32), dnsSubdomain},
+		{"pod-group label value of the last attempt", mlv1.GangGroupName(name, math.MaxInt32), labelValue},
 		{"job-name label value", name, labelValue},
 		{"MASTER_ADDR in a 63-character namespace", mlv1.MasterAddr(name, namespace), dnsSubdomain},
 	}

@@ -67,14 +67,6 @@ func admitModelDeployment(old, md *mlv1.ModelDeployment, found ...*field.Error) 
 	return nil
 }
 
-// Defaults of a ModelDeployment that have no helper in api/v1.
-const (
-	DefaultHealthEndpoint       = "/health"
-	DefaultHealthTimeoutSeconds = 5
-	DefaultTargetCPU            = 80
-	DefaultModelCacheSize       = "10Gi"
-)
-
 // DefaultModelDeployment fills the unset fields of md with the values the
 // controller uses for them (the api/v1 helpers). old is the stored object on
 // update and nil on create. It is idempotent.
@@ -109,13 +101,11 @@ func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
 	}
 	s.Scaling.MaxReplicas = ptr.To(s.EffectiveMaxReplicas())
 	if s.Scaling.TargetCPUUtilization == 0 {
-		s.Scaling.TargetCPUUtilization = DefaultTargetCPU
+		s.Scaling.TargetCPUUtilization = s.EffectiveTargetCPUUtilization()
 	}
 
 	hc := &s.HealthCheck
-	if hc.Endpoint == "" {
-		hc.Endpoint = DefaultHealthEndpoint
-	}
+	hc.Endpoint = s.EffectiveHealthEndpoint()
 	hc.Port = ptr.To(s.EffectiveHealthPort())
 	// Only unset (zero) values are filled: an explicit non-positive one is
 	// left for the CRD schema's minimum to refuse, although the Effective*
@@ -124,7 +114,7 @@ func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
 		hc.IntervalSeconds = s.EffectiveIntervalSeconds()
 	}
 	if hc.TimeoutSeconds == 0 {
-		hc.TimeoutSeconds = DefaultHealthTimeoutSeconds
+		hc.TimeoutSeconds = s.EffectiveHealthTimeoutSeconds()
 	}
 	if hc.FailureThreshold == 0 {
 		hc.FailureThreshold = s.EffectiveFailureThreshold()
@@ -141,7 +131,7 @@ func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
 
 	if st := s.Storage; st != nil {
 		if st.Size == nil {
-			st.Size = ptr.To(resource.MustParse(DefaultModelCacheSize))
+			st.Size = ptr.To(resource.MustParse(mlv1.DefaultModelCacheSize))
 		}
 		st.RetainOnDelete = ptr.To(s.RetainStorage())
 	}
@@ -229,10 +219,7 @@ func validateModelDeploymentSpec(name string, s *mlv1.ModelDeploymentSpec, spec 
 	}
 	errs = append(errs, validateServerConfig(s.Config, spec.Child("config"))...)
 
-	timeout := s.HealthCheck.TimeoutSeconds
-	if timeout == 0 {
-		timeout = DefaultHealthTimeoutSeconds
-	}
+	timeout := s.EffectiveHealthTimeoutSeconds()
 	if interval := s.EffectiveIntervalSeconds(); timeout >= interval {
 		errs = append(errs, field.Invalid(spec.Child("healthCheck", "timeoutSeconds"), timeout, fmt.Sprintf(
 			"must be less than spec.healthCheck.intervalSeconds (%d)", interval)))

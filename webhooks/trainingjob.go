@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
 )
 
 // +kubebuilder:webhook:path=/mutate-ml-example-com-v1-trainingjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=ml.example.com,resources=trainingjobs,verbs=create;update,versions=v1,name=mtrainingjob.ml.example.com,admissionReviewVersions=v1,matchPolicy=Equivalent
@@ -132,20 +133,12 @@ func invalidTrainingJob(name string, errs field.ErrorList) error {
 	return apierrors.NewInvalid(trainingJobKind, name, errs)
 }
 
-// v1alpha1Names are the v1 fields v1alpha1 names differently (the
-// conversion's mapping); every other field a v1alpha1 request can set has
-// the same path in both versions.
-var v1alpha1Names = []struct{ v1, alpha string }{
-	{"spec.numWorkers", "spec.workers"},
-	{"spec.gpusPerWorker", "spec.gpuPerWorker"},
-	{"spec.checkpoint.path", "spec.checkpointDir"},
-	{"spec.checkpoint.frequency", "spec.checkpointInterval"},
-}
-
+// v1alpha1Detail rewrites the v1 field paths a message mentions into the
+// v1alpha1 names of the conversion's rename table.
 var v1alpha1Detail = func() *strings.Replacer {
 	var pairs []string
-	for _, n := range v1alpha1Names {
-		pairs = append(pairs, n.v1, n.alpha)
+	for _, n := range mlv1alpha1.SpecFieldRenames() {
+		pairs = append(pairs, n.V1, n.V1Alpha1)
 	}
 	return strings.NewReplacer(pairs...)
 }()
@@ -156,9 +149,9 @@ func inV1alpha1Terms(errs field.ErrorList) field.ErrorList {
 	out := make(field.ErrorList, 0, len(errs))
 	for _, e := range errs {
 		c := *e
-		for _, n := range v1alpha1Names {
-			if rest, ok := strings.CutPrefix(c.Field, n.v1); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
-				c.Field = n.alpha + rest
+		for _, n := range mlv1alpha1.SpecFieldRenames() {
+			if rest, ok := strings.CutPrefix(c.Field, n.V1); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+				c.Field = n.V1Alpha1 + rest
 				break
 			}
 		}
@@ -213,7 +206,7 @@ func DefaultTrainingJob(job, old *mlv1.TrainingJob, images map[string]string) {
 		cp.Storage.Type = s.EffectiveCheckpointStorageType()
 		if cp.Storage.Type == mlv1.StorageTypePVC && cp.Storage.ExistingClaim == "" {
 			if cp.Storage.Size == nil {
-				cp.Storage.Size = ptr.To(resource.MustParse(DefaultCheckpointSize))
+				cp.Storage.Size = ptr.To(resource.MustParse(mlv1.DefaultCheckpointSize))
 			}
 			cp.Storage.AccessModes = slices.Clone(s.EffectiveCheckpointAccessModes())
 		}
@@ -231,9 +224,6 @@ func DefaultTrainingJob(job, old *mlv1.TrainingJob, images map[string]string) {
 	s.Metrics.Port = s.EffectiveMetricsPort()
 	s.Metrics.Path = s.EffectiveMetricsPath()
 }
-
-// DefaultCheckpointSize is the size of a checkpoint PVC when none is given.
-const DefaultCheckpointSize = "10Gi"
 
 // followDependentDefaults clears, for recomputation from the new spec, each
 // dependent default that still holds, unchanged by this update, the value it
@@ -286,38 +276,9 @@ func keepStoredValues(old, s *mlv1.TrainingJobSpec) {
 	}
 }
 
-// ReservedEnvNames are the environment variables the operator sets in every
-// worker (see API.md); a TrainingJob may not set them in spec.env.
-var ReservedEnvNames = []string{
-	"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
-	"NUM_WORKERS", "GPUS_PER_WORKER", "MODEL", "DATASET", "RESUME_FROM_CHECKPOINT",
-	"POD_NAME", "POD_IP", "PYTHONUNBUFFERED", "TF_CONFIG",
-	"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-}
-
-// ReservedEnvPrefixes are the prefixes of the variable families the operator
-// sets: torchrun's PET_*, hyperparameters, checkpoint settings, xgboost's
-// DMLC_*, JAX_* and MLFLOW_*.
-var ReservedEnvPrefixes = []string{"PET_", "HYPERPARAM_", "CHECKPOINT_", "DMLC_", "JAX_", "MLFLOW_"}
-
-// IsReservedEnvName reports whether the operator sets the variable name.
-func IsReservedEnvName(name string) bool {
-	if slices.Contains(ReservedEnvNames, name) {
-		return true
-	}
-	return slices.ContainsFunc(ReservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
-}
-
-// HyperparameterEnvName is the variable a hyperparameter is exported as.
-func HyperparameterEnvName(key string) string { return "HYPERPARAM_" + strings.ToUpper(key) }
-
+// hyperparameterKey is a key whose mlv1.HyperparameterEnvName is a valid
+// environment variable name.
 var hyperparameterKey = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-
-// Bounds checked here; the CRD schema repeats them for clusters without the webhooks.
-const (
-	MaxGPUsPerWorker = 8
-	MaxNumWorkers    = 100
-)
 
 // validateTrainingJob returns everything wrong with job; old is the stored
 // object (already defaulted) on update and nil on create.
@@ -374,16 +335,16 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 		errs = append(errs, field.Required(p.Child("image"), fmt.Sprintf(
 			"no image is given and no default image is configured for framework %q", s.EffectiveFramework())))
 	}
-	if n := s.NumWorkers; n < 1 || n > MaxNumWorkers {
-		errs = append(errs, field.Invalid(p.Child("numWorkers"), n, fmt.Sprintf("must be between 1 and %d", MaxNumWorkers)))
+	if n := s.NumWorkers; n < mlv1.MinNumWorkers || n > mlv1.MaxNumWorkers {
+		errs = append(errs, field.Invalid(p.Child("numWorkers"), n, fmt.Sprintf("must be between %d and %d", mlv1.MinNumWorkers, mlv1.MaxNumWorkers)))
 	}
 	gpus := s.EffectiveGPUs()
-	if gpus < 0 || gpus > MaxGPUsPerWorker {
-		errs = append(errs, field.Invalid(p.Child("gpusPerWorker"), gpus, fmt.Sprintf("must be between 0 and %d", MaxGPUsPerWorker)))
+	if gpus < 0 || gpus > mlv1.MaxGPUsPerWorker {
+		errs = append(errs, field.Invalid(p.Child("gpusPerWorker"), gpus, fmt.Sprintf("must be between 0 and %d", mlv1.MaxGPUsPerWorker)))
 	}
 	errs = append(errs, validateGPUResources(s, p.Child("resources"))...)
 	for i, e := range s.Env {
-		if IsReservedEnvName(e.Name) {
+		if mlv1.IsReservedEnvName(e.Name) {
 			errs = append(errs, field.Invalid(p.Child("env").Index(i).Child("name"), e.Name,
 				"is set by the operator and cannot be overridden"))
 		}
@@ -436,25 +397,10 @@ func sortedResourceNames(rl corev1.ResourceList) []corev1.ResourceName {
 	return names
 }
 
-// Bounds of spec.hyperparameters. Every hyperparameter is an environment
-// variable of every worker and a line of the job's ConfigMap: Linux refuses
-// to start a process with one variable over 128 KiB, a ConfigMap holds at
-// most 1 MiB, and a job object at most 1.5 MiB in etcd. Hyperparameters are
-// scalars (a learning rate, an optimizer's name); bigger configuration
-// belongs in the image, the dataset or a volume.
-const (
-	// MaxHyperparameters is the number of keys (the v1 and v1alpha1 schemas'
-	// maxProperties too, for clusters without the webhooks).
-	MaxHyperparameters = 256
-	// MaxHyperparameterValueBytes bounds one value's JSON text.
-	MaxHyperparameterValueBytes = 4096
-	// MaxHyperparametersBytes bounds all keys and values together.
-	MaxHyperparametersBytes = 64 * 1024
-)
-
 // validateHyperparameters refuses values that are not scalars (the CRD cannot
 // check this), keys that do not form an environment variable name, or form
-// the same one as another key, and maps past the bounds above.
+// the same one as another key, and maps past the worker contract's bounds
+// (mlv1.MaxHyperparameters and the byte limits).
 func validateHyperparameters(hp map[string]mlv1.HyperparameterValue, p *field.Path) field.ErrorList {
 	keys := make([]string, 0, len(hp))
 	for k := range hp {
@@ -462,23 +408,23 @@ func validateHyperparameters(hp map[string]mlv1.HyperparameterValue, p *field.Pa
 	}
 	sort.Strings(keys)
 	var errs field.ErrorList
-	if len(hp) > MaxHyperparameters {
-		errs = append(errs, field.TooMany(p, len(hp), MaxHyperparameters))
+	if len(hp) > mlv1.MaxHyperparameters {
+		errs = append(errs, field.TooMany(p, len(hp), mlv1.MaxHyperparameters))
 	}
 	total := 0
 	for _, k := range keys {
 		total += len(k) + len(hp[k].Raw)
 	}
-	if total > MaxHyperparametersBytes {
-		errs = append(errs, field.TooLong(p, "", MaxHyperparametersBytes))
+	if total > mlv1.MaxHyperparametersBytes {
+		errs = append(errs, field.TooLong(p, "", mlv1.MaxHyperparametersBytes))
 	}
 	seen := map[string]string{}
 	for _, k := range keys {
-		if n := len(hp[k].Raw); n > MaxHyperparameterValueBytes {
-			errs = append(errs, field.TooLong(p.Key(k), "", MaxHyperparameterValueBytes))
+		if n := len(hp[k].Raw); n > mlv1.MaxHyperparameterValueBytes {
+			errs = append(errs, field.TooLong(p.Key(k), "", mlv1.MaxHyperparameterValueBytes))
 		}
 		fp := p.Key(k)
-		env := HyperparameterEnvName(k)
+		env := mlv1.HyperparameterEnvName(k)
 		switch {
 		case !hyperparameterKey.MatchString(k):
 			errs = append(errs, field.Invalid(fp, k, fmt.Sprintf(

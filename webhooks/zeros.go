@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // zeroDefaulted is a field whose Go zero value means "unset": the defaulter
@@ -28,7 +30,7 @@ func (z zeroDefaulted) message() string {
 }
 
 var trainingJobZeroDefaulted = []zeroDefaulted{
-	{path: []string{"spec", "numWorkers"}, min: 1, max: MaxNumWorkers},
+	{path: []string{"spec", "numWorkers"}, min: mlv1.MinNumWorkers, max: mlv1.MaxNumWorkers},
 	{path: []string{"spec", "checkpoint", "frequency"}, min: 1},
 	{path: []string{"spec", "checkpoint", "keepLast"}, min: 1},
 	{path: []string{"spec", "networking", "masterPort"}, min: 1, max: 65535},

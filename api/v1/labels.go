@@ -13,6 +13,15 @@ const (
 	// LabelRestartAttempt carries the gang attempt a pod belongs to. Pods of an
 	// older attempt than the job's current one are deleted, never reused.
 	LabelRestartAttempt = "ml.example.com/restart-attempt"
+	// LabelNumWorkers carries the numWorkers of the gang a pod was created
+	// for. A gang whose pods carry another value than spec.numWorkers is
+	// re-formed at the new size (reason Rescaled).
+	LabelNumWorkers = "ml.example.com/num-workers"
+	// LabelTFClusterHash carries, on the pods of a TensorFlow job, a hash of
+	// the TF_CONFIG cluster (every task's address) the gang was created
+	// with. A gang whose hash is not the one the spec gives now (for example
+	// parameterServers changed) is re-formed (reason Rescaled).
+	LabelTFClusterHash = "ml.example.com/tf-cluster-hash"
 	// LabelModelDeployment carries the owning ModelDeployment's name.
 	LabelModelDeployment = "ml.example.com/modeldeployment"
 	// LabelModelVersion carries the ModelDeployment version a child serves.
@@ -30,6 +39,13 @@ const (
 	// TrainingJobFinalizer is held while the operator has cleanup to do that the
 	// garbage collector cannot do (for example releasing a retained PVC).
 	TrainingJobFinalizer = "ml.example.com/trainingjob-cleanup"
+
+	// MLflowRunFinalizer is held by a job tracked in MLflow while its run is
+	// open, so that deleting the job still ends the run (KILLED) instead of
+	// leaving it RUNNING. It never holds a deletion for long: when MLflow
+	// cannot be reached after a few calls, an event says so and the
+	// finalizer goes.
+	MLflowRunFinalizer = "ml.example.com/mlflow-run"
 
 	// AnnotationV1Spec keeps the v1-only parts of a TrainingJob on its
 	// v1alpha1 form, so a v1 -> v1alpha1 -> v1 round trip is lossless.

@@ -36,6 +36,34 @@ func (s *ModelDeploymentSpec) EffectiveHealthPort() int32 {
 	return s.Port
 }
 
+// EffectiveHealthEndpoint is healthCheck.endpoint, /health when unset.
+func (s *ModelDeploymentSpec) EffectiveHealthEndpoint() string {
+	if s.HealthCheck.Endpoint == "" {
+		return "/health"
+	}
+	return s.HealthCheck.Endpoint
+}
+
+// EffectiveHealthTimeoutSeconds is healthCheck.timeoutSeconds, 5 when unset.
+func (s *ModelDeploymentSpec) EffectiveHealthTimeoutSeconds() int32 {
+	if s.HealthCheck.TimeoutSeconds == 0 {
+		return 5
+	}
+	return s.HealthCheck.TimeoutSeconds
+}
+
+// EffectiveTargetCPUUtilization is scaling.targetCPUUtilization, 80 when unset.
+func (s *ModelDeploymentSpec) EffectiveTargetCPUUtilization() int32 {
+	if s.Scaling.TargetCPUUtilization == 0 {
+		return 80
+	}
+	return s.Scaling.TargetCPUUtilization
+}
+
+// DefaultModelCacheSize is the size of a version's model cache PVC when
+// storage.size is unset.
+const DefaultModelCacheSize = "10Gi"
+
 // VersionImage is the version's image, or spec.image.
 func (s *ModelDeploymentSpec) VersionImage(v ModelVersion) string {
 	if v.Image != "" {

@@ -287,15 +287,6 @@ const (
 	PhaseFailed   ModelDeploymentPhase = "Failed"
 )
 
-// Condition types of a ModelDeployment.
-const (
-	ModelDeploymentReady       = "Ready"
-	ModelDeploymentHealthy     = "Healthy"
-	ModelDeploymentScaled      = "Scaled"
-	ModelDeploymentProgressing = "Progressing"
-	ModelDeploymentRolledBack  = "RolledBack"
-)
-
 // ModelDeploymentStatus is the observed state of a ModelDeployment.
 type ModelDeploymentStatus struct {
 	// Phase summarises the state.

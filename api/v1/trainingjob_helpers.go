@@ -12,18 +12,18 @@ import (
 // the controller reads them through the same functions, so a job created
 // while the webhook was unavailable behaves the same.
 
-// EffectiveGPUs is gpusPerWorker, 1 when unset.
+// EffectiveGPUs is gpusPerWorker, DefaultGPUsPerWorker (1) when unset.
 func (s *TrainingJobSpec) EffectiveGPUs() int32 {
 	if s.GPUsPerWorker == nil {
-		return 1
+		return DefaultGPUsPerWorker
 	}
 	return *s.GPUsPerWorker
 }
 
-// EffectiveNumWorkers is numWorkers, 1 when unset.
+// EffectiveNumWorkers is numWorkers, MinNumWorkers (1) when unset.
 func (s *TrainingJobSpec) EffectiveNumWorkers() int32 {
-	if s.NumWorkers < 1 {
-		return 1
+	if s.NumWorkers < MinNumWorkers {
+		return MinNumWorkers
 	}
 	return s.NumWorkers
 }
@@ -131,6 +131,11 @@ func WorkerPodName(job string, rank int32) string { return fmt.Sprintf("%s-worke
 
 // PSPodName is a TensorFlow parameter server pod: <name>-ps-<i>.
 func PSPodName(job string, i int32) string { return fmt.Sprintf("%s-ps-%d", job, i) }
+
+// GangGroupName is the group of one gang attempt: <name>-<attempt>. It names
+// Kueue's pod group (the pods' kueue.x-k8s.io/pod-group-name) and a gang
+// scheduler's PodGroup. A restarted gang is a new group.
+func GangGroupName(job string, attempt int32) string { return fmt.Sprintf("%s-%d", job, attempt) }
 
 // WorkersServiceName is the headless Service: <name>-workers.
 func WorkersServiceName(job string) string { return job + "-workers" }

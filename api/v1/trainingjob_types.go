@@ -496,16 +496,6 @@ func (s TrainingJobState) IsFinished() bool {
 	return s == StateCompleted || s == StateFailed
 }
 
-// Condition types of a TrainingJob.
-const (
-	TrainingJobCreated    = "Created"
-	TrainingJobRunning    = "Running"
-	TrainingJobRestarting = "Restarting"
-	TrainingJobSuspended  = "Suspended"
-	TrainingJobSucceeded  = "Succeeded"
-	TrainingJobFailed     = "Failed"
-)
-
 // TrainingJobStatus is the observed state of a TrainingJob.
 type TrainingJobStatus struct {
 	// State is the lifecycle state.

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 	sigsjson "sigs.k8s.io/json"
 
@@ -91,7 +90,9 @@ func StateForPhase(p TrainingJobPhase) mlv1.TrainingJobState {
 // specToV1 builds the v1 spec from the v1alpha1 fields. stored is the v1 spec
 // kept in the annotation, if any: its v1-only fields are restored, and so is
 // each mapped field whose v1alpha1 value is still what stored would show
-// (so that, for example, an unset gpusPerWorker stays unset).
+// (so that, for example, an unset gpusPerWorker stays unset). The fields
+// v1alpha1 names differently are copied through the rename table
+// (renames.go).
 func specToV1(in *TrainingJobSpec, stored *mlv1.TrainingJobSpec) mlv1.TrainingJobSpec {
 	out := mlv1.TrainingJobSpec{}
 	if stored != nil {
@@ -101,16 +102,13 @@ func specToV1(in *TrainingJobSpec, stored *mlv1.TrainingJobSpec) mlv1.TrainingJo
 	out.Image = in.Image
 	out.Command = slices.Clone(in.Command)
 	out.Args = slices.Clone(in.Args)
-	out.NumWorkers = in.Workers
-	if stored == nil || gpusFromV1(stored) != in.GPUPerWorker {
-		out.GPUsPerWorker = ptr.To(in.GPUPerWorker)
+	for _, f := range renamedSpecFields {
+		f.toV1(in, &out, stored)
 	}
 	out.Resources = *in.Resources.DeepCopy()
 	if stored == nil || !equality.Semantic.DeepEqual(dataVolumeFromV1(stored.DataVolume), in.DataVolume) {
 		out.DataVolume = dataVolumeToV1(in.DataVolume)
 	}
-	out.Checkpoint.Path = in.CheckpointDir
-	out.Checkpoint.Frequency = in.CheckpointInterval
 	out.Hyperparameters = copyHyperparameters(in.Hyperparameters)
 	out.RestartPolicy = mlv1.RestartPolicy(in.RestartPolicy)
 	return out
@@ -118,25 +116,21 @@ func specToV1(in *TrainingJobSpec, stored *mlv1.TrainingJobSpec) mlv1.TrainingJo
 
 // specFromV1 is the v1alpha1 view of a v1 spec.
 func specFromV1(in *mlv1.TrainingJobSpec) TrainingJobSpec {
-	return TrainingJobSpec{
-		Framework:          string(in.Framework),
-		Image:              in.Image,
-		Command:            slices.Clone(in.Command),
-		Args:               slices.Clone(in.Args),
-		Workers:            in.NumWorkers,
-		GPUPerWorker:       gpusFromV1(in),
-		Resources:          *in.Resources.DeepCopy(),
-		DataVolume:         dataVolumeFromV1(in.DataVolume),
-		CheckpointDir:      in.Checkpoint.Path,
-		CheckpointInterval: in.Checkpoint.Frequency,
-		Hyperparameters:    copyHyperparameters(in.Hyperparameters),
-		RestartPolicy:      string(in.RestartPolicy),
+	out := TrainingJobSpec{
+		Framework:       string(in.Framework),
+		Image:           in.Image,
+		Command:         slices.Clone(in.Command),
+		Args:            slices.Clone(in.Args),
+		Resources:       *in.Resources.DeepCopy(),
+		DataVolume:      dataVolumeFromV1(in.DataVolume),
+		Hyperparameters: copyHyperparameters(in.Hyperparameters),
+		RestartPolicy:   string(in.RestartPolicy),
 	}
+	for _, f := range renamedSpecFields {
+		f.fromV1(in, &out)
+	}
+	return out
 }
-
-// gpusFromV1 shows v1's gpusPerWorker, whose unset value means 1, as
-// v1alpha1's plain number.
-func gpusFromV1(in *mlv1.TrainingJobSpec) int32 { return in.EffectiveGPUs() }
 
 func dataVolumeToV1(in *corev1.PersistentVolumeClaimVolumeSource) *mlv1.DataVolumeSpec {
 	if in == nil {

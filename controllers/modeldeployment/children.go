@@ -20,6 +20,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // observed is what exists in the cluster for one ModelDeployment.
@@ -92,7 +93,7 @@ func (r *Reconciler) istioVersion() string {
 
 // aggregateMetrics sums the versions' rates and weights their error rates and
 // latencies by traffic. Nil when nothing was read.
-func aggregateMetrics(ms []VersionMetrics) *mlv1.ServingMetrics {
+func aggregateMetrics(ms []prometheus.VersionMetrics) *mlv1.ServingMetrics {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -158,7 +159,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			return fmt.Errorf("applying Deployment of version %s: %w", v.Name, err)
 		}
 		if obs.deployments[v.Name] == nil {
-			s.normal(EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
+			s.normal(mlv1.EventCreated, "Create", "created Deployment %s for version %s", *d.Name, v.Name)
 		}
 		if applied && d.Spec != nil && d.Spec.Replicas != nil {
 			// The apply answers with the live object: the replicas the HPA

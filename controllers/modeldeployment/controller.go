@@ -27,6 +27,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -44,7 +45,7 @@ type Reconciler struct {
 	// Routers resolves traffic.router auto.
 	Routers *RouterDetector
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
-	Metrics MetricsSource
+	Metrics prometheus.Source
 
 	// applied detects children changed behind the operator's back.
 	applied appliedRecords

@@ -31,8 +31,6 @@ const (
 	ModelCacheMountPath = "/mnt/models"
 	// AnnotationConfigHash on the pod template rolls the servers when spec.config changes.
 	AnnotationConfigHash = "ml.example.com/config-hash"
-	// DefaultModelCacheSize is the PVC size when storage.size is unset.
-	DefaultModelCacheSize = "10Gi"
 
 	configVolume = "model-config"
 	cacheVolume  = "model-cache"
@@ -93,7 +91,7 @@ func desiredConfigMap(md *mlv1.ModelDeployment) *corev1ac.ConfigMapApplyConfigur
 // outlives its version and the ModelDeployment. Access modes and the storage
 // class are immutable: an existing claim keeps its own.
 func desiredModelCacheClaim(md *mlv1.ModelDeployment, version string, existing *corev1.PersistentVolumeClaim) *corev1ac.PersistentVolumeClaimApplyConfiguration {
-	size := resource.MustParse(DefaultModelCacheSize)
+	size := resource.MustParse(mlv1.DefaultModelCacheSize)
 	if md.Spec.Storage.Size != nil {
 		size = *md.Spec.Storage.Size
 	}
@@ -128,19 +126,10 @@ func desiredModelCacheClaim(md *mlv1.ModelDeployment, version string, existing *
 
 // probe builds an HTTP GET probe on the health endpoint.
 func probe(md *mlv1.ModelDeployment, periodSeconds, failureThreshold int32) *corev1ac.ProbeApplyConfiguration {
-	hc := md.Spec.HealthCheck
-	endpoint := hc.Endpoint
-	if endpoint == "" {
-		endpoint = "/health"
-	}
-	timeout := hc.TimeoutSeconds
-	if timeout == 0 {
-		timeout = 5
-	}
 	return corev1ac.Probe().
-		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(endpoint).WithPort(intstr.FromInt32(md.Spec.EffectiveHealthPort()))).
+		WithHTTPGet(corev1ac.HTTPGetAction().WithPath(md.Spec.EffectiveHealthEndpoint()).WithPort(intstr.FromInt32(md.Spec.EffectiveHealthPort()))).
 		WithPeriodSeconds(periodSeconds).
-		WithTimeoutSeconds(timeout).
+		WithTimeoutSeconds(md.Spec.EffectiveHealthTimeoutSeconds()).
 		WithFailureThreshold(failureThreshold)
 }
 
@@ -255,10 +244,7 @@ func templateHash(d *appsv1ac.DeploymentApplyConfiguration) string {
 // desiredHPA is a version's autoscaling/v2 HPA: CPU utilization plus any
 // spec.scaling.metrics, passed through as they are.
 func desiredHPA(md *mlv1.ModelDeployment, version string, minReplicas, maxReplicas int32) (*autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration, error) {
-	target := md.Spec.Scaling.TargetCPUUtilization
-	if target == 0 {
-		target = 80
-	}
+	target := md.Spec.EffectiveTargetCPUUtilization()
 	metrics := []*autoscalingv2ac.MetricSpecApplyConfiguration{
 		autoscalingv2ac.MetricSpec().
 			WithType("Resource").

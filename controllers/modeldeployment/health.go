@@ -6,15 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// Reasons a version's rollout fails. They appear in status.failedVersions,
-// the RolledBack condition and the rollback events.
-const (
-	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-	ReasonCrashLoop                = "CrashLoop"
-	ReasonErrorRate                = "ErrorRate"
-	ReasonLatency                  = "Latency"
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // healthyRatioPercent is the share of desired replicas that must be Ready for
@@ -67,10 +60,10 @@ func evaluateHealth(s versionState, now time.Time, progressDeadline time.Duratio
 
 	switch {
 	case !v.RolloutComplete && !s.RolloutStart.IsZero() && now.Sub(s.RolloutStart) >= progressDeadline:
-		v.Failure = ReasonProgressDeadlineExceeded
+		v.Failure = mlv1.ReasonProgressDeadlineExceeded
 		v.Message = fmt.Sprintf("no Ready pod %s after the rollout started (rollout.progressDeadlineSeconds)", progressDeadline)
 	case s.Remediations > 0 && len(replacements(s.Pods, v.CrashLoopPods, s.LastRemediation)) > 0:
-		v.Failure = ReasonCrashLoop
+		v.Failure = mlv1.ReasonCrashLoop
 		v.Message = fmt.Sprintf("pods created after %d remediation(s) crash-loop again: %v",
 			s.Remediations, replacements(s.Pods, v.CrashLoopPods, s.LastRemediation))
 	}

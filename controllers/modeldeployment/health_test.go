@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 func pod(name string, restarts int32, ready bool) corev1.Pod {
@@ -40,7 +42,7 @@ func TestEvaluateHealth(t *testing.T) {
 			healthVerdict{}},
 		{"no ready pod at the deadline fails the rollout",
 			versionState{Desired: 2, Ready: 0, RolloutStart: start}, start.Add(deadline),
-			healthVerdict{Failure: ReasonProgressDeadlineExceeded, Message: "no Ready pod 10m0s after the rollout started (rollout.progressDeadlineSeconds)"}},
+			healthVerdict{Failure: mlv1.ReasonProgressDeadlineExceeded, Message: "no Ready pod 10m0s after the rollout started (rollout.progressDeadlineSeconds)"}},
 		{"a version not rolling out (no start) has no deadline",
 			versionState{Desired: 0, Ready: 0}, start.Add(24 * time.Hour),
 			healthVerdict{}},
@@ -67,7 +69,7 @@ func TestEvaluateHealth(t *testing.T) {
 			healthVerdict{Ready: true, RolloutComplete: true, FullyReady: true}},
 		{"crash loop surviving a remediation fails the rollout",
 			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, LastRemediation: start, Pods: []corev1.Pod{podCreated("a", 4, start.Add(time.Second))}}, start,
-			healthVerdict{CrashLoopPods: []string{"a"}, Failure: ReasonCrashLoop, Message: "pods created after 1 remediation(s) crash-loop again: [a]"}},
+			healthVerdict{CrashLoopPods: []string{"a"}, Failure: mlv1.ReasonCrashLoop, Message: "pods created after 1 remediation(s) crash-loop again: [a]"}},
 		{"the remediated pod itself, still in a stale cache, is no failure",
 			versionState{Desired: 1, Ready: 0, RolloutStart: start, Remediations: 1, LastRemediation: start, Pods: []corev1.Pod{podCreated("old", 9, start.Add(-time.Hour))}}, start,
 			healthVerdict{CrashLoopPods: []string{"old"}}},

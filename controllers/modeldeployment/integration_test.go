@@ -3,8 +3,6 @@ package modeldeployment_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +24,8 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	mdctrl "github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus/prometheustest"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -204,7 +204,7 @@ func TestReadinessGatedWeights(t *testing.T) {
 	md = h.md("gated")
 	assert.Equal(t, map[string]int32{"v1": 80, "v2": 20}, activeWeights(md))
 	assert.Equal(t, mlv1.PhaseRunning, md.Status.Phase)
-	assert.Equal(t, mdctrl.OutcomeSucceeded, md.Status.History[0].Outcome)
+	assert.Equal(t, mlv1.OutcomeSucceeded, md.Status.History[0].Outcome)
 	assert.True(t, hasEvent(h.events(), "Normal Promoted", "v1=80%, v2=20%"))
 }
 
@@ -273,7 +273,7 @@ func TestVersionRemovalDrainsThenDeletes(t *testing.T) {
 			assert.NotNil(t, md.Status.ActiveVersions[1].DrainStartTime)
 			progressing, reason := condStatus(md, mlv1.ModelDeploymentProgressing)
 			assert.Equal(t, metav1.ConditionTrue, progressing)
-			assert.Equal(t, mdctrl.ReasonDraining, reason)
+			assert.Equal(t, mlv1.ReasonDraining, reason)
 			assert.LessOrEqual(t, res.RequeueAfter, 30*time.Second)
 
 			h.clock.Step(30 * time.Second)
@@ -308,7 +308,7 @@ func TestCrashLoopRemediatedThenRolledBack(t *testing.T) {
 	h.reconcile("cl")
 	h.setReady("cl-v1", 1)
 	h.reconcile("cl")
-	require.Equal(t, mdctrl.OutcomeSucceeded, h.md("cl").Status.History[0].Outcome)
+	require.Equal(t, mlv1.OutcomeSucceeded, h.md("cl").Status.History[0].Outcome)
 
 	h.update("cl", func(md *mlv1.ModelDeployment) {
 		md.Spec.Versions[0].Weight = ptr.To[int32](80)
@@ -327,7 +327,7 @@ func TestCrashLoopRemediatedThenRolledBack(t *testing.T) {
 	assert.Empty(t, md.Status.FailedVersions, "one remediation is not a rollback yet")
 	healthy, reason := condStatus(md, mlv1.ModelDeploymentHealthy)
 	assert.Equal(t, metav1.ConditionFalse, healthy)
-	assert.Equal(t, mdctrl.ReasonCrashLoop, reason)
+	assert.Equal(t, mlv1.ReasonCrashLoop, reason)
 	assert.Equal(t, mlv1.PhaseDegraded, md.Status.Phase)
 
 	h.crashLoopingPod("cl", "v2", "cl-v2-bbbbb", 4)
@@ -336,14 +336,14 @@ func TestCrashLoopRemediatedThenRolledBack(t *testing.T) {
 	require.Len(t, md.Status.FailedVersions, 1)
 	fv := md.Status.FailedVersions[0]
 	assert.Equal(t, "v2", fv.Name)
-	assert.Equal(t, mdctrl.ReasonCrashLoop, fv.Reason)
+	assert.Equal(t, mlv1.ReasonCrashLoop, fv.Reason)
 	assert.Equal(t, md.Generation, fv.Generation)
 	rolledBack, reason := condStatus(md, mlv1.ModelDeploymentRolledBack)
 	assert.Equal(t, metav1.ConditionTrue, rolledBack)
-	assert.Equal(t, mdctrl.ReasonCrashLoop, reason)
+	assert.Equal(t, mlv1.ReasonCrashLoop, reason)
 	assert.Equal(t, map[string]int32{"cl-v1": 100, "cl-v2": 0}, h.routeWeights("cl"))
 	assert.Equal(t, int32(20), *md.Spec.Versions[1].Weight, "the spec is left alone")
-	assert.Equal(t, mdctrl.OutcomeRolledBack, md.Status.History[0].Outcome)
+	assert.Equal(t, mlv1.OutcomeRolledBack, md.Status.History[0].Outcome)
 	assert.True(t, hasEvent(h.events(), "Warning RolledBack", "version v2 rolled back to v1 (CrashLoop)"))
 	n, ok := metricValue(t, "modeldeployment_rollbacks_total", map[string]string{"namespace": h.ns, "name": "cl", "version": "v2", "reason": "CrashLoop"})
 	assert.True(t, ok)
@@ -379,11 +379,11 @@ func TestProgressDeadlineRollsBack(t *testing.T) {
 	h.reconcile("pd")
 	md := h.md("pd")
 	require.Len(t, md.Status.FailedVersions, 1)
-	assert.Equal(t, mdctrl.ReasonProgressDeadlineExceeded, md.Status.FailedVersions[0].Reason)
+	assert.Equal(t, mlv1.ReasonProgressDeadlineExceeded, md.Status.FailedVersions[0].Reason)
 	assert.Equal(t, map[string]int32{"pd-v1": 100, "pd-v2": 0}, h.routeWeights("pd"))
 	progressing, reason := condStatus(md, mlv1.ModelDeploymentProgressing)
 	assert.Equal(t, metav1.ConditionFalse, progressing)
-	assert.Equal(t, mdctrl.ReasonRolloutFailed, reason)
+	assert.Equal(t, mlv1.ReasonRolloutFailed, reason)
 	assert.Equal(t, mlv1.PhaseRunning, md.Status.Phase, "v1 still serves")
 }
 
@@ -410,47 +410,20 @@ func TestDegradedBelow80Percent(t *testing.T) {
 	assert.Equal(t, mlv1.PhaseDegraded, md.Status.Phase)
 	healthy, reason := condStatus(md, mlv1.ModelDeploymentHealthy)
 	assert.Equal(t, metav1.ConditionFalse, healthy)
-	assert.Equal(t, mdctrl.ReasonDegraded, reason)
+	assert.Equal(t, mlv1.ReasonDegraded, reason)
 	assert.True(t, hasEvent(h.events(), "Warning Degraded", "3 of 5"))
 	v, ok := metricValue(t, "modeldeployment_phase", map[string]string{"namespace": h.ns, "name": "deg", "phase": "Degraded"})
 	assert.True(t, ok)
 	assert.Equal(t, 1.0, v)
 }
 
-// promServer serves the documented /api/v1/query JSON: for each query, the
-// first rule whose substrings all occur in it decides the value.
-func promServer(t *testing.T, rules func(query string) (float64, bool)) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.URL.Path != "/api/v1/query" {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		result := []any{}
-		if v, ok := rules(r.Form.Get("query")); ok {
-			result = append(result, map[string]any{"metric": map[string]string{}, "value": []any{1763780400, jsonNumber(v)}})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"status": "success",
-			"data":   map[string]any{"resultType": "vector", "result": result},
-		})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // withPrometheus makes h's reconciler read Prometheus from a server that
-// answers each query with rules (promServer).
-func (h *harness) withPrometheus(rules func(query string) (float64, bool)) {
+// answers each query with rules (prometheustest).
+func (h *harness) withPrometheus(rules prometheustest.Rules) {
 	h.t.Helper()
-	src, err := mdctrl.NewPrometheusSource(promServer(h.t, rules).URL, nil)
+	src, err := prometheus.NewHTTPSource(prometheustest.NewServer(h.t, rules).URL, nil)
 	require.NoError(h.t, err)
 	h.r.Metrics = src
-}
-
-func jsonNumber(f float64) string {
-	b, _ := json.Marshal(f)
-	return string(b)
 }
 
 // A canned Prometheus error spike on the canary rolls it back to the stable
@@ -482,13 +455,13 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 	md := h.md("spike")
 	require.Len(t, md.Status.FailedVersions, 1)
 	assert.Equal(t, "v2", md.Status.FailedVersions[0].Name)
-	assert.Equal(t, mdctrl.ReasonErrorRate, md.Status.FailedVersions[0].Reason)
+	assert.Equal(t, mlv1.ReasonErrorRate, md.Status.FailedVersions[0].Reason)
 	assert.Contains(t, md.Status.FailedVersions[0].Message, "error rate 0.2500")
 	assert.Equal(t, map[string]int32{"spike-v1": 100, "spike-v2": 0}, h.routeWeights("spike"))
 	assert.Equal(t, map[string]int32{"v1": 100, "v2": 0}, activeWeights(md))
 	rolledBack, reason := condStatus(md, mlv1.ModelDeploymentRolledBack)
 	assert.Equal(t, metav1.ConditionTrue, rolledBack)
-	assert.Equal(t, mdctrl.ReasonErrorRate, reason)
+	assert.Equal(t, mlv1.ReasonErrorRate, reason)
 	assert.True(t, hasEvent(h.events(), "Warning RolledBack", "version v2 rolled back to v1 (ErrorRate)"))
 	require.NotNil(t, md.Status.Metrics)
 	assert.InDelta(t, 100, *md.Status.Metrics.RequestsPerSecond, 1e-9)
@@ -528,13 +501,13 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 	require.Len(t, md.Status.FailedVersions, 1)
 	failed := md.Status.FailedVersions[0]
 	assert.Equal(t, "v2", failed.Name)
-	assert.Equal(t, mdctrl.ReasonLatency, failed.Reason)
+	assert.Equal(t, mlv1.ReasonLatency, failed.Reason)
 	assert.Contains(t, failed.Message, "average latency 900.0ms is above rollout.maxLatencyMs 500")
 	assert.True(t, failed.Time.Time.Equal(passTime), "rolled back at %v, the pass ran at %v", failed.Time, passTime)
 	assert.Equal(t, map[string]int32{"lag-v1": 100, "lag-v2": 0}, h.routeWeights("lag"))
 	rolledBack, reason := condStatus(md, mlv1.ModelDeploymentRolledBack)
 	assert.Equal(t, metav1.ConditionTrue, rolledBack)
-	assert.Equal(t, mdctrl.ReasonLatency, reason)
+	assert.Equal(t, mlv1.ReasonLatency, reason)
 	assert.True(t, hasEvent(h.events(), "Warning RolledBack", "version v2 rolled back to v1 (Latency)"))
 	assert.Equal(t, int32(20), *md.Spec.Versions[1].Weight, "the spec is left alone")
 }
@@ -564,7 +537,7 @@ func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 	assert.Equal(t, map[string]int32{"slow-v1": 50, "slow-v2": 50}, h.routeWeights("slow"))
 	healthy, reason := condStatus(md, mlv1.ModelDeploymentHealthy)
 	assert.Equal(t, metav1.ConditionFalse, healthy)
-	assert.Equal(t, mdctrl.ReasonLatency, reason)
+	assert.Equal(t, mlv1.ReasonLatency, reason)
 }
 
 // The seed example, run by the real controller in a manager, creates the
@@ -787,7 +760,7 @@ func TestZeroWeightVersionIsNotAFailedRollout(t *testing.T) {
 	md := h.md("zw")
 	assert.Empty(t, md.Status.FailedVersions)
 	assert.Nil(t, md.Status.ActiveVersions[1].RolloutStartTime)
-	assert.Equal(t, mdctrl.OutcomeSucceeded, md.Status.History[0].Outcome)
+	assert.Equal(t, mlv1.OutcomeSucceeded, md.Status.History[0].Outcome)
 
 	h.update("zw", func(md *mlv1.ModelDeployment) {
 		md.Spec.Versions[0].Weight = ptr.To[int32](50)

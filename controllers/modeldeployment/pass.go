@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // event is emitted after the status write.
@@ -36,17 +37,6 @@ func (p *pass) warning(reason, action, format string, args ...any) {
 	p.events = append(p.events, event{corev1.EventTypeWarning, reason, action, fmt.Sprintf(format, args...)})
 }
 
-// Event reasons.
-const (
-	EventCreated        = "Created"
-	EventScaled         = "Scaled"
-	EventDegraded       = "Degraded"
-	EventRemediated     = "Remediated"
-	EventRolledBack     = "RolledBack"
-	EventPromoted       = "Promoted"
-	EventVersionRemoved = "VersionRemoved"
-)
-
 // passState carries one pass's observations and decisions from step to step.
 type passState struct {
 	*pass
@@ -65,7 +55,7 @@ type passState struct {
 	// removed versions that still drain.
 	results []versionResult
 	vstatus []mlv1.VersionStatus
-	served  []VersionMetrics
+	served  []prometheus.VersionMetrics
 
 	failed    []mlv1.FailedVersion
 	failedSet map[string]bool
@@ -254,7 +244,7 @@ func (s *passState) rollBackFailing(log logr.Logger) {
 		res.failed = true
 		res.verdict.CrashLoopPods = nil
 		s.rollbacks = append(s.rollbacks, fv)
-		s.warning(EventRolledBack, "RollBack", "version %s rolled back to %s (%s): %s", res.name, target, reason, msg)
+		s.warning(mlv1.EventRolledBack, "RollBack", "version %s rolled back to %s (%s): %s", res.name, target, reason, msg)
 	}
 }
 
@@ -326,7 +316,7 @@ func (r *Reconciler) drainRemoved(ctx context.Context, s *passState) error {
 		if err := r.deleteVersion(ctx, s.md, name, dep); err != nil {
 			return err
 		}
-		s.normal(EventVersionRemoved, "Delete", "version %s drained and deleted", name)
+		s.normal(mlv1.EventVersionRemoved, "Delete", "version %s drained and deleted", name)
 	}
 	if len(holding) > 0 {
 		holding = apportion(holding, holdRaw, int64(len(holding)))
@@ -361,7 +351,7 @@ func (r *Reconciler) remediate(ctx context.Context, s *passState) error {
 			}
 			vs.Remediations++
 			vs.LastRemediationTime = s.stamp.DeepCopy()
-			s.warning(EventRemediated, "DeletePods", "version %s: deleted crash-looping pods %s (restarted at least %d times)",
+			s.warning(mlv1.EventRemediated, "DeletePods", "version %s: deleted crash-looping pods %s (restarted at least %d times)",
 				res.name, strings.Join(res.verdict.CrashLoopPods, ", "), s.md.Spec.EffectiveFailureThreshold())
 		case res.verdict.FullyReady:
 			vs.Remediations, vs.LastRemediationTime = 0, nil
@@ -391,7 +381,7 @@ func (s *passState) buildStatus() {
 			continue
 		}
 		if ps, ok := s.prevVersions[res.name]; ok && res.exists && ps.Replicas != res.desired && ps.DrainStartTime == nil {
-			s.normal(EventScaled, "Scale", "version %s scaled from %d to %d replicas", res.name, ps.Replicas, res.desired)
+			s.normal(mlv1.EventScaled, "Scale", "version %s scaled from %d to %d replicas", res.name, ps.Replicas, res.desired)
 		}
 	}
 	st.ActiveVersions = s.vstatus
@@ -404,12 +394,12 @@ func (s *passState) buildStatus() {
 	}
 	before := st.History[0].Outcome
 	st.History[0].Outcome = historyOutcome(before, len(s.failed) > 0, allRolledOut)
-	if before == OutcomeProgressing && st.History[0].Outcome == OutcomeSucceeded {
+	if before == mlv1.OutcomeProgressing && st.History[0].Outcome == mlv1.OutcomeSucceeded {
 		parts := make([]string, 0, len(s.effective))
 		for _, w := range s.effective {
 			parts = append(parts, fmt.Sprintf("%s=%d%%", w.name, w.weight))
 		}
-		s.normal(EventPromoted, "Promote", "generation %d rolled out: %s", st.History[0].Generation, strings.Join(parts, ", "))
+		s.normal(mlv1.EventPromoted, "Promote", "generation %d rolled out: %s", st.History[0].Generation, strings.Join(parts, ", "))
 	}
 
 	readyC := readyCondition(s.results, gen)
@@ -419,7 +409,7 @@ func (s *passState) buildStatus() {
 	st.Phase = phase(s.results, readyC, healthyC)
 	if healthyC.Status == metav1.ConditionFalse {
 		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentHealthy); old == nil || old.Status != metav1.ConditionFalse {
-			s.warning(EventDegraded, "Evaluate", "%s", healthyC.Message)
+			s.warning(mlv1.EventDegraded, "Evaluate", "%s", healthyC.Message)
 		}
 	}
 	s.status = st

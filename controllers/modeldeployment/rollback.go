@@ -8,14 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-)
-
-// History outcomes.
-const (
-	OutcomeProgressing = "Progressing"
-	OutcomeSucceeded   = "Succeeded"
-	OutcomeRolledBack  = "RolledBack"
-	OutcomeSuperseded  = "Superseded"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 // maxHistory is how many applied version sets status.history keeps.
@@ -46,15 +39,15 @@ func retried(failed []mlv1.FailedVersion, version string, generation int64) bool
 
 // metricFailure judges a version's serving metrics against the rollout
 // limits. A version with no traffic cannot fail on them.
-func metricFailure(m VersionMetrics, maxErrorRate float64, maxLatencyMs *int32) (reason, message string) {
+func metricFailure(m prometheus.VersionMetrics, maxErrorRate float64, maxLatencyMs *int32) (reason, message string) {
 	if m.RequestsPerSecond <= 0 {
 		return "", ""
 	}
 	if m.ErrorRate > maxErrorRate {
-		return ReasonErrorRate, fmt.Sprintf("error rate %.4f is above rollout.maxErrorRate %.4f", m.ErrorRate, maxErrorRate)
+		return mlv1.ReasonErrorRate, fmt.Sprintf("error rate %.4f is above rollout.maxErrorRate %.4f", m.ErrorRate, maxErrorRate)
 	}
 	if maxLatencyMs != nil && m.HasLatency && m.AverageLatencyMs > float64(*maxLatencyMs) {
-		return ReasonLatency, fmt.Sprintf("average latency %.1fms is above rollout.maxLatencyMs %d", m.AverageLatencyMs, *maxLatencyMs)
+		return mlv1.ReasonLatency, fmt.Sprintf("average latency %.1fms is above rollout.maxLatencyMs %d", m.AverageLatencyMs, *maxLatencyMs)
 	}
 	return "", ""
 }
@@ -70,7 +63,7 @@ func rollbackTarget(history []mlv1.HistoryEntry, requested []versionWeight, read
 	}
 	usable := func(name string) bool { return inSpec[name] && ready[name] && !failing[name] }
 	for _, h := range history {
-		if h.Outcome != OutcomeSucceeded {
+		if h.Outcome != mlv1.OutcomeSucceeded {
 			continue
 		}
 		vs := append([]mlv1.VersionRecord(nil), h.Versions...)
@@ -128,13 +121,13 @@ func recordHistory(history []mlv1.HistoryEntry, generation int64, set []mlv1.Ver
 		return out
 	}
 	out := make([]mlv1.HistoryEntry, 0, maxHistory)
-	out = append(out, mlv1.HistoryEntry{Generation: generation, Versions: set, Time: metav1.NewTime(now), Outcome: OutcomeProgressing})
+	out = append(out, mlv1.HistoryEntry{Generation: generation, Versions: set, Time: metav1.NewTime(now), Outcome: mlv1.OutcomeProgressing})
 	for i, h := range history {
 		if len(out) == maxHistory {
 			break
 		}
-		if i == 0 && h.Outcome == OutcomeProgressing {
-			h.Outcome = OutcomeSuperseded
+		if i == 0 && h.Outcome == mlv1.OutcomeProgressing {
+			h.Outcome = mlv1.OutcomeSuperseded
 		}
 		out = append(out, h)
 	}
@@ -147,9 +140,9 @@ func recordHistory(history []mlv1.HistoryEntry, generation int64, set []mlv1.Ver
 func historyOutcome(current string, rolledBack, allRolledOut bool) string {
 	switch {
 	case rolledBack:
-		return OutcomeRolledBack
-	case current == OutcomeProgressing && allRolledOut:
-		return OutcomeSucceeded
+		return mlv1.OutcomeRolledBack
+	case current == mlv1.OutcomeProgressing && allRolledOut:
+		return mlv1.OutcomeSucceeded
 	default:
 		return current
 	}

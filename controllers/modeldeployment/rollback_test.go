@@ -9,13 +9,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 )
 
 func TestRollbackTarget(t *testing.T) {
 	history := []mlv1.HistoryEntry{
-		{Generation: 4, Outcome: OutcomeProgressing, Versions: []mlv1.VersionRecord{{Name: "v2", Weight: 80}, {Name: "v3", Weight: 20}}},
-		{Generation: 3, Outcome: OutcomeSucceeded, Versions: []mlv1.VersionRecord{{Name: "v1", Weight: 30}, {Name: "v2", Weight: 70}}},
-		{Generation: 1, Outcome: OutcomeSucceeded, Versions: []mlv1.VersionRecord{{Name: "v1", Weight: 100}}},
+		{Generation: 4, Outcome: mlv1.OutcomeProgressing, Versions: []mlv1.VersionRecord{{Name: "v2", Weight: 80}, {Name: "v3", Weight: 20}}},
+		{Generation: 3, Outcome: mlv1.OutcomeSucceeded, Versions: []mlv1.VersionRecord{{Name: "v1", Weight: 30}, {Name: "v2", Weight: 70}}},
+		{Generation: 1, Outcome: mlv1.OutcomeSucceeded, Versions: []mlv1.VersionRecord{{Name: "v1", Weight: 100}}},
 	}
 	req := weights("v1", 0, "v2", 80, "v3", 20)
 	cases := []struct {
@@ -41,16 +42,16 @@ func TestRollbackTarget(t *testing.T) {
 
 func TestMetricFailure(t *testing.T) {
 	cases := []struct {
-		m      VersionMetrics
+		m      prometheus.VersionMetrics
 		maxLat *int32
 		want   string
 	}{
-		{VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051}, nil, ReasonErrorRate},
-		{VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, ptr.To[int32](500), ReasonLatency},
-		{VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, nil, ""},
-		{VersionMetrics{RequestsPerSecond: 5}, ptr.To[int32](500), ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051}, nil, mlv1.ReasonErrorRate},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, ptr.To[int32](500), mlv1.ReasonLatency},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5}, ptr.To[int32](500), ""},
 	}
 	for i, tc := range cases {
 		if got, _ := metricFailure(tc.m, 0.05, tc.maxLat); got != tc.want {
@@ -66,7 +67,7 @@ func TestRecordHistory(t *testing.T) {
 		set := []mlv1.VersionRecord{{Name: "v1", Weight: 100, Image: fmt.Sprintf("img:%d", gen)}}
 		h = recordHistory(h, gen, set, t0.Add(time.Duration(gen)*time.Minute))
 		if gen%2 == 0 {
-			h[0].Outcome = OutcomeSucceeded
+			h[0].Outcome = mlv1.OutcomeSucceeded
 		}
 	}
 	if len(h) != maxHistory {
@@ -75,10 +76,10 @@ func TestRecordHistory(t *testing.T) {
 	if h[0].Generation != 12 || h[9].Generation != 3 {
 		t.Errorf("newest first, oldest dropped: got %d..%d", h[0].Generation, h[9].Generation)
 	}
-	if h[1].Outcome != OutcomeSuperseded {
+	if h[1].Outcome != mlv1.OutcomeSuperseded {
 		t.Errorf("an entry replaced while Progressing is Superseded, got %s", h[1].Outcome)
 	}
-	if h[2].Outcome != OutcomeSucceeded {
+	if h[2].Outcome != mlv1.OutcomeSucceeded {
 		t.Errorf("a Succeeded entry stays Succeeded, got %s", h[2].Outcome)
 	}
 
@@ -99,11 +100,11 @@ func TestHistoryOutcome(t *testing.T) {
 		rolledBack, allRolledOut bool
 		want                     string
 	}{
-		{OutcomeProgressing, false, false, OutcomeProgressing},
-		{OutcomeProgressing, false, true, OutcomeSucceeded},
-		{OutcomeProgressing, true, true, OutcomeRolledBack},
-		{OutcomeSucceeded, true, true, OutcomeRolledBack},
-		{OutcomeSucceeded, false, false, OutcomeSucceeded},
+		{mlv1.OutcomeProgressing, false, false, mlv1.OutcomeProgressing},
+		{mlv1.OutcomeProgressing, false, true, mlv1.OutcomeSucceeded},
+		{mlv1.OutcomeProgressing, true, true, mlv1.OutcomeRolledBack},
+		{mlv1.OutcomeSucceeded, true, true, mlv1.OutcomeRolledBack},
+		{mlv1.OutcomeSucceeded, false, false, mlv1.OutcomeSucceeded},
 	}
 	for _, tc := range cases {
 		if got := historyOutcome(tc.current, tc.rolledBack, tc.allRolledOut); got != tc.want {

@@ -36,21 +36,6 @@ func (v *versionResult) failure() (string, string) {
 	return v.metricReason, v.metricMessage
 }
 
-// Condition reasons.
-const (
-	ReasonServing           = "Serving"
-	ReasonNoVersionReady    = "NoVersionReady"
-	ReasonHealthy           = "Healthy"
-	ReasonDegraded          = "Degraded"
-	ReasonScalingComplete   = "ScalingComplete"
-	ReasonScaling           = "Scaling"
-	ReasonRolloutInProgress = "RolloutInProgress"
-	ReasonRolloutComplete   = "RolloutComplete"
-	ReasonDraining          = "Draining"
-	ReasonNoRollback        = "NoRollback"
-	ReasonRolloutFailed     = "RolloutFailed"
-)
-
 // serving are the versions that belong to the spec and are not draining.
 func serving(vs []versionResult) []versionResult {
 	var out []versionResult
@@ -82,13 +67,13 @@ func readyCondition(vs []versionResult, generation int64) metav1.Condition {
 		}
 	}
 	if len(serve) == 0 {
-		return condition(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "no version has a Ready pod yet", generation)
+		return condition(mlv1.ModelDeploymentReady, false, mlv1.ReasonNoVersionReady, "no version has a Ready pod yet", generation)
 	}
 	msg := "serving " + strings.Join(serve, ", ")
 	if len(waiting) > 0 {
 		msg += "; not Ready yet: " + strings.Join(waiting, ", ")
 	}
-	return condition(mlv1.ModelDeploymentReady, true, ReasonServing, msg, generation)
+	return condition(mlv1.ModelDeploymentReady, true, mlv1.ReasonServing, msg, generation)
 }
 
 // healthyCondition: False when a version that is not rolled back is below
@@ -100,16 +85,16 @@ func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
 		}
 		switch {
 		case len(v.verdict.CrashLoopPods) > 0:
-			return condition(mlv1.ModelDeploymentHealthy, false, ReasonCrashLoop,
+			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonCrashLoop,
 				fmt.Sprintf("version %s: pods crash-looping: %s", v.name, strings.Join(v.verdict.CrashLoopPods, ", ")), generation)
 		case v.verdict.Degraded:
-			return condition(mlv1.ModelDeploymentHealthy, false, ReasonDegraded,
+			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonDegraded,
 				fmt.Sprintf("version %s: %d of %d replicas Ready, below %d%%", v.name, v.ready, v.desired, healthyRatioPercent), generation)
 		case v.metricReason != "":
 			return condition(mlv1.ModelDeploymentHealthy, false, v.metricReason, fmt.Sprintf("version %s: %s", v.name, v.metricMessage), generation)
 		}
 	}
-	return condition(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready", generation)
+	return condition(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "every version has at least 80% of its replicas Ready", generation)
 }
 
 // scaledCondition: True when every version's Deployment has the replicas it wants.
@@ -121,9 +106,9 @@ func scaledCondition(vs []versionResult, generation int64) metav1.Condition {
 		}
 	}
 	if len(pending) > 0 {
-		return condition(mlv1.ModelDeploymentScaled, false, ReasonScaling, "scaling: "+strings.Join(pending, ", "), generation)
+		return condition(mlv1.ModelDeploymentScaled, false, mlv1.ReasonScaling, "scaling: "+strings.Join(pending, ", "), generation)
 	}
-	return condition(mlv1.ModelDeploymentScaled, true, ReasonScalingComplete, "every version has its desired replicas", generation)
+	return condition(mlv1.ModelDeploymentScaled, true, mlv1.ReasonScalingComplete, "every version has its desired replicas", generation)
 }
 
 // progressingCondition: True while a version that should take traffic has not
@@ -146,20 +131,20 @@ func progressingCondition(vs []versionResult, generation int64) metav1.Condition
 	}
 	switch {
 	case len(failed) > 0:
-		return condition(mlv1.ModelDeploymentProgressing, false, ReasonRolloutFailed,
+		return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutFailed,
 			"rolled back: "+strings.Join(failed, ", ")+"; a spec change retries", generation)
 	case len(rolling) > 0:
-		return condition(mlv1.ModelDeploymentProgressing, true, ReasonRolloutInProgress, "rolling out: "+strings.Join(rolling, ", "), generation)
+		return condition(mlv1.ModelDeploymentProgressing, true, mlv1.ReasonRolloutInProgress, "rolling out: "+strings.Join(rolling, ", "), generation)
 	case len(draining) > 0:
-		return condition(mlv1.ModelDeploymentProgressing, true, ReasonDraining, "draining removed versions: "+strings.Join(draining, ", "), generation)
+		return condition(mlv1.ModelDeploymentProgressing, true, mlv1.ReasonDraining, "draining removed versions: "+strings.Join(draining, ", "), generation)
 	}
-	return condition(mlv1.ModelDeploymentProgressing, false, ReasonRolloutComplete, "every version is rolled out", generation)
+	return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutComplete, "every version is rolled out", generation)
 }
 
 // rolledBackCondition: True while a version of this generation is rolled back.
 func rolledBackCondition(failed []mlv1.FailedVersion, target string, generation int64) metav1.Condition {
 	if len(failed) == 0 {
-		return condition(mlv1.ModelDeploymentRolledBack, false, ReasonNoRollback, "no version is rolled back", generation)
+		return condition(mlv1.ModelDeploymentRolledBack, false, mlv1.ReasonNoRollback, "no version is rolled back", generation)
 	}
 	parts := make([]string, 0, len(failed))
 	for _, f := range failed {

@@ -21,11 +21,11 @@ func TestReadyCondition(t *testing.T) {
 		want metav1.Condition
 	}{
 		{"nothing ready", []versionResult{{name: "v1", sizing: 100}},
-			cond(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "no version has a Ready pod yet")},
+			cond(mlv1.ModelDeploymentReady, false, mlv1.ReasonNoVersionReady, "no version has a Ready pod yet")},
 		{"stable serves, canary warming", []versionResult{{name: "v1", sizing: 80, effective: 100}, {name: "v2", sizing: 20}},
-			cond(mlv1.ModelDeploymentReady, true, ReasonServing, "serving v1=100%; not Ready yet: v2")},
+			cond(mlv1.ModelDeploymentReady, true, mlv1.ReasonServing, "serving v1=100%; not Ready yet: v2")},
 		{"draining versions are not counted", []versionResult{{name: "v1", sizing: 100, effective: 100}, {name: "old", draining: true}},
-			cond(mlv1.ModelDeploymentReady, true, ReasonServing, "serving v1=100%")},
+			cond(mlv1.ModelDeploymentReady, true, mlv1.ReasonServing, "serving v1=100%")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,15 +43,15 @@ func TestHealthyCondition(t *testing.T) {
 		want metav1.Condition
 	}{
 		{"healthy", []versionResult{{name: "v1", desired: 5, ready: 4}},
-			cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready")},
+			cond(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "every version has at least 80% of its replicas Ready")},
 		{"degraded", []versionResult{{name: "v1", desired: 4, ready: 3, verdict: healthVerdict{Degraded: true}}},
-			cond(mlv1.ModelDeploymentHealthy, false, ReasonDegraded, "version v1: 3 of 4 replicas Ready, below 80%")},
+			cond(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonDegraded, "version v1: 3 of 4 replicas Ready, below 80%")},
 		{"crash loop first", []versionResult{{name: "v1", verdict: healthVerdict{Degraded: true, CrashLoopPods: []string{"p1", "p2"}}}},
-			cond(mlv1.ModelDeploymentHealthy, false, ReasonCrashLoop, "version v1: pods crash-looping: p1, p2")},
-		{"metrics", []versionResult{{name: "v2", metricReason: ReasonLatency, metricMessage: "slow"}},
-			cond(mlv1.ModelDeploymentHealthy, false, ReasonLatency, "version v2: slow")},
+			cond(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonCrashLoop, "version v1: pods crash-looping: p1, p2")},
+		{"metrics", []versionResult{{name: "v2", metricReason: mlv1.ReasonLatency, metricMessage: "slow"}},
+			cond(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonLatency, "version v2: slow")},
 		{"a rolled-back version does not make the deployment unhealthy", []versionResult{{name: "v2", failed: true, verdict: healthVerdict{Degraded: true}}},
-			cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "every version has at least 80% of its replicas Ready")},
+			cond(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "every version has at least 80% of its replicas Ready")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,11 +63,11 @@ func TestHealthyCondition(t *testing.T) {
 }
 
 func TestScaledCondition(t *testing.T) {
-	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, false, ReasonScaling, "scaling: v1 2/5"),
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, false, mlv1.ReasonScaling, "scaling: v1 2/5"),
 		scaledCondition([]versionResult{{name: "v1", exists: true, current: 2, desired: 5}, {name: "v2", exists: true, current: 1, desired: 1}}, 7)); diff != "" {
 		t.Error(diff)
 	}
-	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, true, ReasonScalingComplete, "every version has its desired replicas"),
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentScaled, true, mlv1.ReasonScalingComplete, "every version has its desired replicas"),
 		scaledCondition([]versionResult{{name: "v1", exists: true, current: 3, desired: 3}, {name: "new"}}, 7)); diff != "" {
 		t.Error(diff)
 	}
@@ -80,15 +80,15 @@ func TestProgressingCondition(t *testing.T) {
 		want metav1.Condition
 	}{
 		{"rolling out", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2", sizing: 10}},
-			cond(mlv1.ModelDeploymentProgressing, true, ReasonRolloutInProgress, "rolling out: v2")},
+			cond(mlv1.ModelDeploymentProgressing, true, mlv1.ReasonRolloutInProgress, "rolling out: v2")},
 		{"weight-0 version does not hold the rollout", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2"}},
-			cond(mlv1.ModelDeploymentProgressing, false, ReasonRolloutComplete, "every version is rolled out")},
+			cond(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutComplete, "every version is rolled out")},
 		{"draining", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v0", draining: true}},
-			cond(mlv1.ModelDeploymentProgressing, true, ReasonDraining, "draining removed versions: v0")},
-		{"failing without a rollback", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{Failure: ReasonProgressDeadlineExceeded, Message: "late"}}},
-			cond(mlv1.ModelDeploymentProgressing, false, ReasonProgressDeadlineExceeded, "version v1: late")},
+			cond(mlv1.ModelDeploymentProgressing, true, mlv1.ReasonDraining, "draining removed versions: v0")},
+		{"failing without a rollback", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{Failure: mlv1.ReasonProgressDeadlineExceeded, Message: "late"}}},
+			cond(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonProgressDeadlineExceeded, "version v1: late")},
 		{"rolled back", []versionResult{{name: "v1", sizing: 100, verdict: healthVerdict{RolloutComplete: true}}, {name: "v2", failed: true}},
-			cond(mlv1.ModelDeploymentProgressing, false, ReasonRolloutFailed, "rolled back: v2; a spec change retries")},
+			cond(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutFailed, "rolled back: v2; a spec change retries")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,12 +101,12 @@ func TestProgressingCondition(t *testing.T) {
 
 func TestRolledBackCondition(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC))
-	if diff := cmp.Diff(cond(mlv1.ModelDeploymentRolledBack, false, ReasonNoRollback, "no version is rolled back"),
+	if diff := cmp.Diff(cond(mlv1.ModelDeploymentRolledBack, false, mlv1.ReasonNoRollback, "no version is rolled back"),
 		rolledBackCondition(nil, "", 7)); diff != "" {
 		t.Error(diff)
 	}
-	got := rolledBackCondition([]mlv1.FailedVersion{{Name: "v2", Generation: 7, Reason: ReasonErrorRate, Message: "error rate 0.3", Time: at}}, "v1", 7)
-	want := cond(mlv1.ModelDeploymentRolledBack, true, ReasonErrorRate,
+	got := rolledBackCondition([]mlv1.FailedVersion{{Name: "v2", Generation: 7, Reason: mlv1.ReasonErrorRate, Message: "error rate 0.3", Time: at}}, "v1", 7)
+	want := cond(mlv1.ModelDeploymentRolledBack, true, mlv1.ReasonErrorRate,
 		"version v2 rolled back at 2026-11-22T03:00:00Z (ErrorRate): error rate 0.3; its traffic goes to v1")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
@@ -114,10 +114,10 @@ func TestRolledBackCondition(t *testing.T) {
 }
 
 func TestPhase(t *testing.T) {
-	ready := cond(mlv1.ModelDeploymentReady, true, ReasonServing, "")
-	notReady := cond(mlv1.ModelDeploymentReady, false, ReasonNoVersionReady, "")
-	healthy := cond(mlv1.ModelDeploymentHealthy, true, ReasonHealthy, "")
-	unhealthy := cond(mlv1.ModelDeploymentHealthy, false, ReasonDegraded, "")
+	ready := cond(mlv1.ModelDeploymentReady, true, mlv1.ReasonServing, "")
+	notReady := cond(mlv1.ModelDeploymentReady, false, mlv1.ReasonNoVersionReady, "")
+	healthy := cond(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "")
+	unhealthy := cond(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonDegraded, "")
 	cases := []struct {
 		name           string
 		vs             []versionResult
@@ -125,7 +125,7 @@ func TestPhase(t *testing.T) {
 		want           mlv1.ModelDeploymentPhase
 	}{
 		{"starting", []versionResult{{name: "v1"}}, notReady, healthy, mlv1.PhasePending},
-		{"nothing ready and the rollout failed", []versionResult{{name: "v1", verdict: healthVerdict{Failure: ReasonProgressDeadlineExceeded}}}, notReady, healthy, mlv1.PhaseFailed},
+		{"nothing ready and the rollout failed", []versionResult{{name: "v1", verdict: healthVerdict{Failure: mlv1.ReasonProgressDeadlineExceeded}}}, notReady, healthy, mlv1.PhaseFailed},
 		{"serving", []versionResult{{name: "v1"}}, ready, healthy, mlv1.PhaseRunning},
 		{"serving but degraded", []versionResult{{name: "v1"}}, ready, unhealthy, mlv1.PhaseDegraded},
 	}

@@ -54,7 +54,7 @@ func TestNamespaceDeletionAppliesNothing(t *testing.T) {
 		setDeploymentReady(t, ns, v, 1)
 	}
 	// The pass that writes phase Running emits Promoted after its write.
-	testutil.Eventually(t, func() bool { return calls.get(ns, "event "+mdctrl.EventPromoted) == 1 }, "ModelDeployment rolled out")
+	testutil.Eventually(t, func() bool { return calls.get(ns, "event "+mlv1.EventPromoted) == 1 }, "ModelDeployment rolled out")
 
 	require.NoError(t, k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	testutil.Eventually(t, func() bool {

@@ -2,10 +2,7 @@ package trainingjob
 
 import (
 	"encoding/json"
-	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 )
 
 // Names and paths the pods are built with. They are part of the documented
@@ -20,17 +18,11 @@ import (
 const (
 	// TrainerContainerName is the worker container.
 	TrainerContainerName = "trainer"
-	// DefaultCheckpointSize is the checkpoint PVC size when none is given.
-	DefaultCheckpointSize = "10Gi"
 	// ShmMountPath is where the memory-backed emptyDir is mounted.
 	ShmMountPath = "/dev/shm"
 	// NonRootUID is the user and group the workers run as unless the template
 	// sets a pod security context.
 	NonRootUID int64 = 1000
-
-	kueueQueueLabel      = "kueue.x-k8s.io/queue-name"
-	kueuePodGroupLabel   = "kueue.x-k8s.io/pod-group-name"
-	kueueGroupCountAnnot = "kueue.x-k8s.io/pod-group-total-count"
 
 	checkpointVolume = "checkpoints"
 	dataVolume       = "data"
@@ -69,6 +61,12 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	labels[mlv1.LabelRank] = strconv.Itoa(int(rank))
 	labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypeWorker
 	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
+	// The gang's shape, as this pod is created for it: a resize is seen by
+	// comparing these labels with the spec, never by reading the env back.
+	labels[mlv1.LabelNumWorkers] = strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	if spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
+	}
 
 	var annotations map[string]string
 	if len(spec.Template.Annotations) > 0 {
@@ -76,16 +74,6 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 		for k, v := range spec.Template.Annotations {
 			annotations[k] = v
 		}
-	}
-	if q := spec.Scheduling.QueueName; q != "" {
-		// Kueue's plain-pod group integration admits the gang as one unit. The
-		// group is per attempt: a restarted gang is a new workload.
-		labels[kueueQueueLabel] = q
-		labels[kueuePodGroupLabel] = fmt.Sprintf("%s-%d", job.Name, attempt)
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[kueueGroupCountAnnot] = strconv.Itoa(int(gangSize(spec)))
 	}
 
 	gpus := spec.EffectiveGPUs()
@@ -137,7 +125,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 
 	volumes, mounts := workerVolumes(job)
 
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			Namespace:       job.Namespace,
@@ -174,6 +162,12 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 			SecurityContext:    podSC,
 		},
 	}
+	if q := spec.Scheduling.QueueName; q != "" {
+		// Kueue's plain-pod group integration admits the gang as one unit. The
+		// group is per attempt: a restarted gang is a new workload.
+		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), gangSize(spec))
+	}
+	return pod
 }
 
 // desiredPSPod is a TensorFlow parameter server of a gang attempt: the
@@ -197,11 +191,28 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *cor
 		pod.Spec.NodeSelector = nil
 	}
 	for i := range c.Env {
-		if c.Env[i].Name == "TF_CONFIG" {
+		if c.Env[i].Name == mlv1.EnvTFConfig {
 			c.Env[i].Value = tfConfigFor(job, tfTaskPS, index)
 		}
 	}
 	return pod
+}
+
+// desiredGang is a gang attempt as a gang scheduler's PodGroup describes
+// it: every pod of the attempt (ranks and parameter servers) is a member.
+func desiredGang(job *mlv1.TrainingJob, attempt int32, pods []*corev1.Pod) podgroups.Gang {
+	labels := childLabels(job)
+	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
+	return podgroups.Gang{
+		Namespace:         job.Namespace,
+		Name:              mlv1.GangGroupName(job.Name, attempt),
+		Labels:            labels,
+		Siblings:          map[string]string{mlv1.LabelTrainingJob: job.Name},
+		Owner:             ownerRef(job),
+		MinMember:         gangSize(&job.Spec),
+		Pods:              pods,
+		PriorityClassName: job.Spec.Scheduling.PriorityClassName,
+	}
 }
 
 // gangSize is the number of pods of one attempt: the ranks and, for
@@ -261,171 +272,6 @@ func workerVolumes(job *mlv1.TrainingJob) ([]corev1.Volume, []corev1.VolumeMount
 	volumes = append(volumes, spec.Template.Volumes...)
 	mounts = append(mounts, spec.Template.VolumeMounts...)
 	return volumes, mounts
-}
-
-// workerHost is a rank's stable DNS name inside the headless Service.
-func workerHost(job *mlv1.TrainingJob, rank int32) string {
-	return fmt.Sprintf("%s.%s.%s.svc", mlv1.WorkerPodName(job.Name, rank), mlv1.WorkersServiceName(job.Name), job.Namespace)
-}
-
-// workerEnv is the environment of a rank, in the order API.md lists it,
-// followed by the user's spec.env.
-func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
-	spec := &job.Spec
-	master := mlv1.MasterAddr(job.Name, job.Namespace)
-	port := strconv.Itoa(int(spec.EffectiveMasterPort()))
-	nproc := strconv.Itoa(int(spec.EffectiveNProcPerNode()))
-	nnodes := strconv.Itoa(int(spec.EffectiveNumWorkers()))
-	r := strconv.Itoa(int(rank))
-
-	env := []corev1.EnvVar{
-		{Name: "MASTER_ADDR", Value: master},
-		{Name: "MASTER_PORT", Value: port},
-		{Name: "WORLD_SIZE", Value: strconv.Itoa(int(spec.WorldSize()))},
-		{Name: "RANK", Value: r},
-		{Name: "NODE_RANK", Value: r},
-		{Name: "LOCAL_WORLD_SIZE", Value: nproc},
-		{Name: "NUM_WORKERS", Value: nnodes},
-		{Name: "GPUS_PER_WORKER", Value: strconv.Itoa(int(spec.EffectiveGPUs()))},
-		{Name: "PET_NNODES", Value: nnodes},
-		{Name: "PET_NPROC_PER_NODE", Value: nproc},
-		{Name: "PET_NODE_RANK", Value: r},
-		{Name: "PET_MASTER_ADDR", Value: master},
-		{Name: "PET_MASTER_PORT", Value: port},
-	}
-	if spec.Model != "" {
-		env = append(env, corev1.EnvVar{Name: "MODEL", Value: spec.Model})
-	}
-	if spec.Dataset != "" {
-		env = append(env, corev1.EnvVar{Name: "DATASET", Value: spec.Dataset})
-	}
-	env = append(env, hyperparameterEnv(spec)...)
-	if spec.CheckpointEnabled() {
-		env = append(env,
-			corev1.EnvVar{Name: "CHECKPOINT_DIR", Value: spec.EffectiveCheckpointPath()},
-			corev1.EnvVar{Name: "CHECKPOINT_FREQUENCY", Value: strconv.Itoa(int(spec.EffectiveCheckpointFrequency()))},
-			corev1.EnvVar{Name: "CHECKPOINT_KEEP_LAST", Value: strconv.Itoa(int(spec.EffectiveCheckpointKeepLast()))},
-		)
-		if spec.EffectiveCheckpointStorageType() != mlv1.StorageTypePVC {
-			env = append(env, corev1.EnvVar{Name: "CHECKPOINT_URI", Value: spec.Checkpoint.Storage.URI})
-		}
-		if cp := job.Status.LastCheckpoint; cp != nil {
-			path := cp.Path
-			if path == "" {
-				path = spec.CheckpointLocation(cp.Epoch)
-			}
-			env = append(env, corev1.EnvVar{Name: "RESUME_FROM_CHECKPOINT", Value: path})
-		}
-	}
-	env = append(env,
-		corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}},
-		corev1.EnvVar{Name: "PYTHONUNBUFFERED", Value: "1"},
-	)
-	if spec.EffectiveBackend() == mlv1.BackendNCCL {
-		// Async error handling makes a rank whose peer died abort its pending
-		// collectives instead of hanging, so the gang restart can happen.
-		env = append(env,
-			corev1.EnvVar{Name: "NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
-			corev1.EnvVar{Name: "TORCH_NCCL_ASYNC_ERROR_HANDLING", Value: "1"},
-			corev1.EnvVar{Name: "NCCL_DEBUG", Value: "WARN"},
-		)
-	}
-	switch spec.EffectiveFramework() {
-	case mlv1.FrameworkTensorFlow:
-		env = append(env, corev1.EnvVar{Name: "TF_CONFIG", Value: tfConfig(job, rank)})
-	case mlv1.FrameworkXGBoost:
-		env = append(env,
-			corev1.EnvVar{Name: "DMLC_TRACKER_URI", Value: master},
-			corev1.EnvVar{Name: "DMLC_TRACKER_PORT", Value: port},
-			corev1.EnvVar{Name: "DMLC_TASK_ID", Value: r},
-			corev1.EnvVar{Name: "DMLC_NUM_WORKER", Value: nnodes},
-		)
-	case mlv1.FrameworkJAX:
-		// One JAX process per pod; it drives all of the pod's local devices.
-		env = append(env,
-			corev1.EnvVar{Name: "JAX_COORDINATOR_ADDRESS", Value: master + ":" + port},
-			corev1.EnvVar{Name: "JAX_NUM_PROCESSES", Value: nnodes},
-			corev1.EnvVar{Name: "JAX_PROCESS_ID", Value: r},
-		)
-	}
-	if t := spec.Tracking; t != nil && t.MLflow != nil {
-		env = append(env,
-			corev1.EnvVar{Name: "MLFLOW_TRACKING_URI", Value: t.MLflow.TrackingURI},
-			corev1.EnvVar{Name: "MLFLOW_EXPERIMENT_NAME", Value: t.MLflow.ExperimentName},
-			corev1.EnvVar{Name: "MLFLOW_RUN_NAME", Value: job.Namespace + "/" + job.Name},
-		)
-	}
-	return append(env, spec.Env...)
-}
-
-// hyperparameterEnv is HYPERPARAM_<KEY> for every hyperparameter, sorted.
-func hyperparameterEnv(spec *mlv1.TrainingJobSpec) []corev1.EnvVar {
-	keys := make([]string, 0, len(spec.Hyperparameters))
-	for k := range spec.Hyperparameters {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	env := make([]corev1.EnvVar, 0, len(keys))
-	for _, k := range keys {
-		env = append(env, corev1.EnvVar{Name: "HYPERPARAM_" + strings.ToUpper(k), Value: spec.Hyperparameters[k].String()})
-	}
-	return env
-}
-
-// TFConfig is TensorFlow's TF_CONFIG: the cluster spec of every task and
-// this task's place in it, as tf.distribute.cluster_resolver.TFConfigClusterResolver reads it.
-type TFConfig struct {
-	Cluster map[string][]string `json:"cluster"`
-	Task    TFTask              `json:"task"`
-}
-
-// TFTask is the task part of TF_CONFIG.
-type TFTask struct {
-	Type  string `json:"type"`
-	Index int32  `json:"index"`
-}
-
-// TensorFlow task types of TF_CONFIG.
-const (
-	tfTaskChief  = "chief"
-	tfTaskWorker = "worker"
-	tfTaskPS     = "ps"
-)
-
-// tfConfig is the TF_CONFIG of a worker rank. Without parameter servers
-// every rank is a worker with index = rank (MultiWorkerMirroredStrategy,
-// where worker 0 acts as chief). With parameter servers rank 0 is the
-// `chief` task, the coordinator ParameterServerStrategy and Estimator
-// training need, and rank r >= 1 is worker r-1.
-func tfConfig(job *mlv1.TrainingJob, rank int32) string {
-	if job.Spec.ParameterServers == 0 {
-		return tfConfigFor(job, tfTaskWorker, rank)
-	}
-	if rank == 0 {
-		return tfConfigFor(job, tfTaskChief, 0)
-	}
-	return tfConfigFor(job, tfTaskWorker, rank-1)
-}
-
-// tfConfigFor is the TF_CONFIG of a task of type chief, worker or ps. The
-// cluster is the same for every task of the gang.
-func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
-	port := job.Spec.EffectiveMasterPort()
-	cluster := map[string][]string{}
-	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
-		kind := tfTaskWorker
-		if i == 0 && job.Spec.ParameterServers > 0 {
-			kind = tfTaskChief
-		}
-		cluster[kind] = append(cluster[kind], fmt.Sprintf("%s:%d", workerHost(job, i), port))
-	}
-	for i := int32(0); i < job.Spec.ParameterServers; i++ {
-		cluster[tfTaskPS] = append(cluster[tfTaskPS], fmt.Sprintf("%s.%s.%s.svc:%d",
-			mlv1.PSPodName(job.Name, i), mlv1.WorkersServiceName(job.Name), job.Namespace, port))
-	}
-	b, _ := json.Marshal(TFConfig{Cluster: cluster, Task: TFTask{Type: taskType, Index: index}})
-	return string(b)
 }
 
 // desiredService is the headless Service that gives every rank a stable DNS
@@ -491,7 +337,7 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 	if !spec.UsesCheckpointPVC() {
 		return nil
 	}
-	size := resource.MustParse(DefaultCheckpointSize)
+	size := resource.MustParse(mlv1.DefaultCheckpointSize)
 	if s := spec.Checkpoint.Storage.Size; s != nil {
 		size = *s
 	}

@@ -89,6 +89,7 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 				"ml.example.com/rank":            "1",
 				"ml.example.com/replica-type":    "worker",
 				"ml.example.com/restart-attempt": "3",
+				"ml.example.com/num-workers":     "2",
 				"app.kubernetes.io/managed-by":   "ml-operator",
 			},
 			OwnerReferences: []metav1.OwnerReference{{
@@ -170,6 +171,9 @@ func TestDesiredWorkerPodPerFramework(t *testing.T) {
 			job := testJob(tt.framework)
 			job.Spec.Image = tt.image
 			got := desiredWorkerPod(job, 1, 3, &testCfg)
+			if tt.framework == mlv1.FrameworkTensorFlow {
+				tt.want.Labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("desiredWorkerPod mismatch (-want +got):\n%s", diff)
 			}
@@ -240,7 +244,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	}
 	wantLabels := map[string]string{
 		"team": "nlp", mlv1.LabelRank: "0", mlv1.LabelTrainingJob: "bert", mlv1.LabelReplicaType: "worker",
-		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue,
+		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelNumWorkers: "2",
 		"kueue.x-k8s.io/queue-name": "team-q", "kueue.x-k8s.io/pod-group-name": "bert-1",
 	}
 	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
@@ -264,71 +268,6 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	if _, ok := env["NCCL_DEBUG"]; ok {
 		t.Errorf("NCCL settings without GPUs (backend gloo)")
 	}
-}
-
-// With parameter servers rank 0 is TensorFlow's `chief` (the coordinator of
-// ParameterServerStrategy, the chief of Estimator training), the other ranks
-// are workers counted from 0, and the ps pods are `ps`; every task sees the
-// same cluster.
-func TestTFConfigWithParameterServers(t *testing.T) {
-	job := testJob(mlv1.FrameworkTensorFlow)
-	job.Spec.NumWorkers = 3
-	job.Spec.ParameterServers = 2
-	cluster := map[string][]string{
-		"chief":  {"bert-worker-0.bert-workers.team-a.svc:29500"},
-		"worker": {"bert-worker-1.bert-workers.team-a.svc:29500", "bert-worker-2.bert-workers.team-a.svc:29500"},
-		"ps":     {"bert-ps-0.bert-workers.team-a.svc:29500", "bert-ps-1.bert-workers.team-a.svc:29500"},
-	}
-	for _, tc := range []struct {
-		pod  *corev1.Pod
-		task TFTask
-	}{
-		{desiredWorkerPod(job, 0, 0, &testCfg), TFTask{Type: "chief", Index: 0}},
-		{desiredWorkerPod(job, 1, 0, &testCfg), TFTask{Type: "worker", Index: 0}},
-		{desiredWorkerPod(job, 2, 0, &testCfg), TFTask{Type: "worker", Index: 1}},
-		{desiredPSPod(job, 0, 0, &testCfg), TFTask{Type: "ps", Index: 0}},
-		{desiredPSPod(job, 1, 0, &testCfg), TFTask{Type: "ps", Index: 1}},
-	} {
-		var got TFConfig
-		if err := json.Unmarshal([]byte(trainerEnv(tc.pod, "TF_CONFIG")), &got); err != nil {
-			t.Fatalf("%s: %v", tc.pod.Name, err)
-		}
-		if diff := cmp.Diff(TFConfig{Cluster: cluster, Task: tc.task}, got); diff != "" {
-			t.Errorf("%s TF_CONFIG mismatch (-want +got):\n%s", tc.pod.Name, diff)
-		}
-	}
-}
-
-// A single rank with parameter servers is the chief alone: no empty
-// "worker" list in the cluster.
-func TestTFConfigSingleRankWithParameterServers(t *testing.T) {
-	job := testJob(mlv1.FrameworkTensorFlow)
-	job.Spec.NumWorkers = 1
-	job.Spec.ParameterServers = 1
-	var got TFConfig
-	if err := json.Unmarshal([]byte(tfConfig(job, 0)), &got); err != nil {
-		t.Fatal(err)
-	}
-	want := TFConfig{
-		Cluster: map[string][]string{
-			"chief": {"bert-worker-0.bert-workers.team-a.svc:29500"},
-			"ps":    {"bert-ps-0.bert-workers.team-a.svc:29500"},
-		},
-		Task: TFTask{Type: "chief", Index: 0},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("TF_CONFIG mismatch (-want +got):\n%s", diff)
-	}
-}
-
-// trainerEnv is a literal env var of a pod's trainer container.
-func trainerEnv(p *corev1.Pod, name string) string {
-	for _, e := range p.Spec.Containers[0].Env {
-		if e.Name == name {
-			return e.Value
-		}
-	}
-	return ""
 }
 
 func TestDesiredServiceConfigMapPVC(t *testing.T) {
@@ -404,25 +343,6 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 		mutate(j)
 		if pvc := desiredPVC(j); pvc != nil {
 			t.Errorf("%s: want no checkpoint PVC, got %s", name, pvc.Name)
-		}
-	}
-}
-
-func TestCheckpointEnvForObjectStorage(t *testing.T) {
-	job := testJob(mlv1.FrameworkPyTorch)
-	job.Spec.Checkpoint.Storage = mlv1.CheckpointStorage{Type: "s3", URI: "s3://bucket/run/"}
-	job.Status.LastCheckpoint = &mlv1.CheckpointStatus{Epoch: 7}
-	env := map[string]string{}
-	for _, e := range workerEnv(job, 0) {
-		env[e.Name] = e.Value
-	}
-	if env["CHECKPOINT_URI"] != "s3://bucket/run/" || env["RESUME_FROM_CHECKPOINT"] != "s3://bucket/run/epoch-7" {
-		t.Errorf("CHECKPOINT_URI=%q RESUME_FROM_CHECKPOINT=%q", env["CHECKPOINT_URI"], env["RESUME_FROM_CHECKPOINT"])
-	}
-	pod := desiredWorkerPod(job, 0, 0, &testCfg)
-	for _, v := range pod.Spec.Volumes {
-		if v.Name == "checkpoints" {
-			t.Errorf("object storage must not mount a checkpoint volume")
 		}
 	}
 }

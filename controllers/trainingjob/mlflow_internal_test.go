@@ -7,21 +7,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 )
 
 func TestFinalRunStatus(t *testing.T) {
 	job := testJob(mlv1.FrameworkPyTorch)
 	job.Status.State = mlv1.StateCompleted
-	if got := finalRunStatus(job); got != MLflowRunFinished {
+	if got := finalRunStatus(job); got != mlflow.RunFinished {
 		t.Errorf("completed: %s", got)
 	}
 	job.Status.State = mlv1.StateFailed
-	job.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobFailed, Status: metav1.ConditionTrue, Reason: ReasonBackoffLimitExceeded}}
-	if got := finalRunStatus(job); got != MLflowRunFailed {
+	job.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobFailed, Status: metav1.ConditionTrue, Reason: mlv1.ReasonBackoffLimitExceeded}}
+	if got := finalRunStatus(job); got != mlflow.RunFailed {
 		t.Errorf("failed: %s", got)
 	}
-	job.Status.Conditions[0].Reason = ReasonDeadlineExceeded
-	if got := finalRunStatus(job); got != MLflowRunKilled {
+	job.Status.Conditions[0].Reason = mlv1.ReasonDeadlineExceeded
+	if got := finalRunStatus(job); got != mlflow.RunKilled {
 		t.Errorf("deadline exceeded: %s", got)
 	}
 }
@@ -29,7 +30,7 @@ func TestFinalRunStatus(t *testing.T) {
 func TestProgressMetrics(t *testing.T) {
 	loss, acc := 0.5, 0.9
 	st := &mlv1.TrainingJobStatus{CurrentEpoch: 3, Metrics: &mlv1.TrainingMetrics{Loss: &loss, Accuracy: &acc}}
-	got := map[string]MLflowMetric{}
+	got := map[string]mlflow.Metric{}
 	for _, m := range progressMetrics(st, t0) {
 		got[m.Key] = m
 	}
@@ -61,7 +62,7 @@ func TestMLflowRunOpen(t *testing.T) {
 	}
 	ended := func(status metav1.ConditionStatus, reason string) func(*mlv1.TrainingJob) {
 		return func(j *mlv1.TrainingJob) {
-			j.Status.Conditions = []metav1.Condition{{Type: ConditionMLflowTracking, Status: status, Reason: reason}}
+			j.Status.Conditions = []metav1.Condition{{Type: mlv1.TrainingJobMLflowTracking, Status: status, Reason: reason}}
 		}
 	}
 	for name, tc := range map[string]struct {
@@ -74,9 +75,12 @@ func TestMLflowRunOpen(t *testing.T) {
 		"finished, end pending": {tracked(finished(time.Minute)), true},
 		"finished, ending failed": {tracked(func(j *mlv1.TrainingJob) {
 			finished(time.Minute)(j)
-			ended(metav1.ConditionFalse, ReasonTrackingFailed)(j)
+			ended(metav1.ConditionFalse, mlv1.ReasonTrackingFailed)(j)
 		}), true},
-		"run ended":                     {tracked(func(j *mlv1.TrainingJob) { finished(time.Minute)(j); ended(metav1.ConditionTrue, ReasonRunEnded)(j) }), false},
+		"run ended": {tracked(func(j *mlv1.TrainingJob) {
+			finished(time.Minute)(j)
+			ended(metav1.ConditionTrue, mlv1.ReasonRunEnded)(j)
+		}), false},
 		"given up an hour after finish": {tracked(finished(61 * time.Minute)), false},
 	} {
 		if got := mlflowRunOpen(tc.job, t0); got != tc.want {

@@ -3,135 +3,19 @@ package trainingjob
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"net"
-	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
-
-// The gauges of the progress contract (API.md), served by rank 0.
-const (
-	MetricEpoch               = "training_epoch"
-	MetricTotalEpochs         = "training_total_epochs"
-	MetricLoss                = "training_loss"
-	MetricAccuracy            = "training_accuracy"
-	MetricThroughput          = "training_throughput_samples_per_second"
-	MetricCheckpointEpoch     = "training_checkpoint_epoch"
-	MetricCheckpointTimestamp = "training_checkpoint_timestamp_seconds"
-)
-
-// Progress is what rank 0 reported; nil fields were not served.
-type Progress struct {
-	Epoch               *float64
-	TotalEpochs         *float64
-	Loss                *float64
-	Accuracy            *float64
-	Throughput          *float64
-	CheckpointEpoch     *float64
-	CheckpointTimestamp *float64
-}
-
-// ProgressScraper reads rank 0's progress. Tests serve it from httptest.
-type ProgressScraper interface {
-	Scrape(ctx context.Context, url string) (Progress, error)
-}
-
-// HTTPScraper reads the Prometheus text format over HTTP.
-type HTTPScraper struct {
-	// Client is the HTTP client; its timeout bounds a scrape.
-	Client *http.Client
-}
-
-// NewHTTPScraper returns a scraper with a short timeout: a scrape blocks a
-// reconcile worker, and a slow trainer must not stall the others.
-func NewHTTPScraper() *HTTPScraper {
-	return &HTTPScraper{Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		DisableKeepAlives: true,
-	}}}
-}
-
-// Scrape fetches url and parses the gauges of the progress contract.
-func (s *HTTPScraper) Scrape(ctx context.Context, url string) (Progress, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return Progress{}, err
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := s.Client.Do(req)
-	if err != nil {
-		return Progress{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Progress{}, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return parseProgress(io.LimitReader(resp.Body, 4<<20))
-}
-
-// parseProgress reads the progress gauges from Prometheus text. The text
-// comes from the user's code; the Prometheus parser has panicked on some
-// inputs, so a panic is turned into an error: a trainer's output must never
-// take the operator down.
-func parseProgress(r io.Reader) (p Progress, err error) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			p, err = Progress{}, fmt.Errorf("parsing Prometheus text: the parser failed on this input: %v", rec)
-		}
-	}()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return Progress{}, fmt.Errorf("parsing Prometheus text: %w", err)
-	}
-	value := func(name string) *float64 {
-		mf, ok := families[name]
-		if !ok || len(mf.GetMetric()) == 0 {
-			return nil
-		}
-		v := metricValue(mf.GetType(), mf.GetMetric()[0])
-		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
-			return nil
-		}
-		return v
-	}
-	return Progress{
-		Epoch:               value(MetricEpoch),
-		TotalEpochs:         value(MetricTotalEpochs),
-		Loss:                value(MetricLoss),
-		Accuracy:            value(MetricAccuracy),
-		Throughput:          value(MetricThroughput),
-		CheckpointEpoch:     value(MetricCheckpointEpoch),
-		CheckpointTimestamp: value(MetricCheckpointTimestamp),
-	}, nil
-}
-
-// metricValue is a gauge's (or untyped or counter) value.
-func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
-	var v float64
-	switch {
-	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
-	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
-	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
-	default:
-		return nil
-	}
-	return &v
-}
 
 // ApplyProgress writes what rank 0 reported into the job status. It reports
 // whether anything the user can see changed. The scrape time moves only with
@@ -142,7 +26,7 @@ func metricValue(t dto.MetricType, m *dto.Metric) *float64 {
 // a non-positive total is ignored, and a checkpoint time before 2000 or more
 // than a day after now is dropped, so no served value can make the status
 // unwritable.
-func ApplyProgress(job *mlv1.TrainingJob, p Progress, now time.Time) bool {
+func ApplyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time) bool {
 	return applyProgress(job, p, now, rateBaseline{})
 }
 
@@ -157,7 +41,7 @@ type rateBaseline struct {
 // applyProgress is ApplyProgress with the estimated completion extrapolated
 // from the epoch rate since base, when base is set and the attempt has made
 // progress since; otherwise from the rate since the job started.
-func applyProgress(job *mlv1.TrainingJob, p Progress, now time.Time, base rateBaseline) bool {
+func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base rateBaseline) bool {
 	p = sanitizeProgress(p)
 	st := &job.Status
 	before := st.DeepCopy()
@@ -232,7 +116,7 @@ var (
 
 // sanitizeProgress drops NaN and Inf values, which JSON cannot carry: a
 // status holding one could never be written.
-func sanitizeProgress(p Progress) Progress {
+func sanitizeProgress(p progress.Report) progress.Report {
 	finite := func(v *float64) *float64 {
 		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
 			return nil
@@ -240,7 +124,7 @@ func sanitizeProgress(p Progress) Progress {
 		c := *v
 		return &c
 	}
-	return Progress{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
+	return progress.Report{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
 		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
 		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp)}
 }
@@ -300,108 +184,49 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b)
 }
 
-// scrapeTracker rate-limits scrapes per job: at most one per interval, and
-// backing off (doubling, capped) while scrapes fail.
-type scrapeTracker struct {
-	mu      sync.Mutex
-	entries map[types.NamespacedName]scrapeEntry
-}
-
-type scrapeEntry struct {
-	next     time.Time
-	failures int
-	// The rate baseline of attempt baseAttempt, if set.
-	base        rateBaseline
-	baseAttempt int32
-	// pending is the last scrape's outcome until a status write carries it:
-	// a pass whose write is lost applies it again instead of scraping
-	// before the interval is up.
-	pending *scrapeResult
-}
-
-// scrapeResult is one scrape's outcome.
-type scrapeResult struct {
-	progress Progress
-	err      error
-	url      string
-	at       time.Time
-	attempt  int32
-}
-
-func newScrapeTracker() *scrapeTracker {
-	return &scrapeTracker{entries: map[types.NamespacedName]scrapeEntry{}}
-}
-
-// due reports whether a job may be scraped at now, and otherwise when.
-func (t *scrapeTracker) due(key types.NamespacedName, now time.Time) (bool, time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.entries[key]
-	if !ok || !now.Before(e.next) {
-		return true, time.Time{}
+// scrapeProgress reads rank 0's progress when it is due.
+func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*corev1.Pod) {
+	job := p.job
+	var rank0 *corev1.Pod
+	for _, pod := range current {
+		if rankOf(pod) == 0 {
+			rank0 = pod
+		}
 	}
-	return false, e.next
-}
-
-// record notes a scrape's outcome and returns when the next one is due.
-func (t *scrapeTracker) record(key types.NamespacedName, now time.Time, ok bool, interval, maxBackoff time.Duration) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	if ok {
-		e.failures = 0
-		e.next = now.Add(interval)
-	} else {
-		e.failures++
-		e.next = now.Add(min(backoffFor(int32(e.failures), interval, maxBackoff), maxBackoff))
+	if rank0 == nil || rank0.Status.PodIP == "" || rank0.Status.Phase != corev1.PodRunning {
+		return
 	}
-	t.entries[key] = e
-	return e.next
-}
-
-// baseline returns the rate baseline of a job's attempt, setting it to
-// (epoch, now) at the attempt's first call.
-func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) rateBaseline {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	if e.base.at.IsZero() || e.baseAttempt != attempt {
-		e.base, e.baseAttempt = rateBaseline{epoch: epoch, at: now}, attempt
-		t.entries[key] = e
+	key := client.ObjectKeyFromObject(job)
+	if ok, next := r.scrapes.due(key, p.now); !ok {
+		p.requeue(next)
+		// A scrape whose status write was lost is applied again.
+		if res := r.scrapes.unwritten(key); res != nil && res.attempt == job.Status.Attempt() {
+			r.applyScrape(ctx, p, key, *res)
+		}
+		return
 	}
-	return e.base
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(rank0.Status.PodIP, strconv.Itoa(int(job.Spec.EffectiveMetricsPort()))), job.Spec.EffectiveMetricsPath())
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	report, err := r.cfg.Scraper.Scrape(sctx, url)
+	res := scrapeResult{report: report, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
+	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+	r.scrapes.pend(key, res)
+	r.applyScrape(ctx, p, key, res)
 }
 
-// pend keeps a scrape's outcome until a status write carries it.
-func (t *scrapeTracker) pend(key types.NamespacedName, res scrapeResult) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[key]
-	e.pending = &res
-	t.entries[key] = e
-}
-
-// unwritten returns the last scrape's outcome if no status write has
-// carried it yet, and nil otherwise.
-func (t *scrapeTracker) unwritten(key types.NamespacedName) *scrapeResult {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.entries[key].pending
-}
-
-// written notes that the job's status now carries the last scrape.
-func (t *scrapeTracker) written(key types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.entries[key]; ok && e.pending != nil {
-		e.pending = nil
-		t.entries[key] = e
+// applyScrape puts a scrape's outcome into the job's status.
+func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.NamespacedName, res scrapeResult) {
+	job := p.job
+	setCondition(&job.Status, progressCondition(job, res.err, res.url), metav1.NewTime(res.at))
+	if res.err != nil {
+		return
 	}
-}
-
-// forget drops a job's entry.
-func (t *scrapeTracker) forget(key types.NamespacedName) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.entries, key)
+	var base rateBaseline
+	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
+		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
+	}
+	if applyProgress(job, res.report, res.at, base) {
+		r.logMLflowMetrics(ctx, p)
+	}
 }

@@ -1,10 +1,6 @@
 package trainingjob
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,74 +8,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
-
-const trainerMetrics = `# HELP training_epoch Current epoch.
-# TYPE training_epoch gauge
-training_epoch 4
-# TYPE training_total_epochs gauge
-training_total_epochs 10
-# TYPE training_loss gauge
-training_loss 0.25
-# TYPE training_accuracy gauge
-training_accuracy{split="val"} 0.91
-# TYPE training_throughput_samples_per_second gauge
-training_throughput_samples_per_second 1234.5
-# TYPE training_checkpoint_epoch gauge
-training_checkpoint_epoch 3
-# TYPE training_checkpoint_timestamp_seconds gauge
-training_checkpoint_timestamp_seconds 1.7670000005e+09
-# TYPE python_gc_objects_collected_total counter
-python_gc_objects_collected_total{generation="0"} 12.0
-`
-
-func TestHTTPScraperReadsTheProgressContract(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write([]byte(trainerMetrics))
-	}))
-	defer srv.Close()
-
-	p, err := NewHTTPScraper().Scrape(context.Background(), srv.URL+"/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, got := range map[string]*float64{"epoch": p.Epoch, "total": p.TotalEpochs, "loss": p.Loss,
-		"accuracy": p.Accuracy, "throughput": p.Throughput, "checkpoint": p.CheckpointEpoch, "ts": p.CheckpointTimestamp} {
-		if got == nil {
-			t.Errorf("%s not parsed", name)
-		}
-	}
-	if *p.Epoch != 4 || *p.Loss != 0.25 || *p.Accuracy != 0.91 || *p.CheckpointEpoch != 3 {
-		t.Errorf("values: epoch %v loss %v accuracy %v checkpoint %v", *p.Epoch, *p.Loss, *p.Accuracy, *p.CheckpointEpoch)
-	}
-
-	if _, err := NewHTTPScraper().Scrape(context.Background(), srv.URL+"/nope"); err == nil || !strings.Contains(err.Error(), "404") {
-		t.Errorf("a 404 must be an error, got %v", err)
-	}
-}
-
-func TestParseProgressRejectsGarbageAndToleratesMissing(t *testing.T) {
-	if _, err := parseProgress(strings.NewReader("this is { not prometheus")); err == nil {
-		t.Errorf("garbage parsed")
-	}
-	p, err := parseProgress(strings.NewReader("other_metric 1\n"))
-	if err != nil || p.Epoch != nil || p.Loss != nil {
-		t.Errorf("missing gauges: %+v %v", p, err)
-	}
-}
 
 func TestApplyProgress(t *testing.T) {
 	job := testJob(mlv1.FrameworkPyTorch) // hyperparameters.epochs = 10
 	start := metav1.NewTime(t0)
 	job.Status.StartTime = &start
-	p, err := parseProgress(strings.NewReader(trainerMetrics))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// What progress.Parse reads from a trainer following the contract.
+	p := progress.Report{Epoch: f64(4), TotalEpochs: f64(10), Loss: f64(0.25), Accuracy: f64(0.91),
+		Throughput: f64(1234.5), CheckpointEpoch: f64(3), CheckpointTimestamp: f64(1.7670000005e+09)}
 	now := t0.Add(40 * time.Minute)
 	if !ApplyProgress(job, p, now) {
 		t.Fatal("first scrape changed nothing")
@@ -110,7 +48,7 @@ func TestApplyProgress(t *testing.T) {
 func TestApplyProgressUsesReportedTotalWithoutEpochsHyperparameter(t *testing.T) {
 	job := testJob(mlv1.FrameworkPyTorch)
 	delete(job.Spec.Hyperparameters, "epochs")
-	p, _ := parseProgress(strings.NewReader("training_epoch 1\ntraining_total_epochs 4\n"))
+	p := progress.Report{Epoch: f64(1), TotalEpochs: f64(4)}
 	ApplyProgress(job, p, t0)
 	if job.Status.TotalEpochs != 4 || job.Status.Progress != "25%" {
 		t.Errorf("total %d progress %q", job.Status.TotalEpochs, job.Status.Progress)

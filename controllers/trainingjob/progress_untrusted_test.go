@@ -3,7 +3,6 @@ package trainingjob
 import (
 	"encoding/json"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
 
 // Rank 0 runs the user's code: whatever its metrics endpoint serves, the
@@ -20,7 +20,7 @@ func f64(v float64) *float64 { return &v }
 
 // applyUntrusted applies p to a job without the epochs hyperparameter
 // (unless total > 0) and checks the status still serializes.
-func applyUntrusted(t *testing.T, total int32, p Progress) mlv1.TrainingJobStatus {
+func applyUntrusted(t *testing.T, total int32, p progress.Report) mlv1.TrainingJobStatus {
 	t.Helper()
 	job := testJob(mlv1.FrameworkPyTorch) // hyperparameters.epochs = 10
 	if total == 0 {
@@ -39,17 +39,17 @@ func TestApplyProgressClampsEpochs(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		total       int32 // 10 from the spec, or 0: none
-		p           Progress
+		p           progress.Report
 		epoch, tot  int32
 		progressPct string
 	}{
-		{"negative epoch", 0, Progress{Epoch: f64(-5), TotalEpochs: f64(10)}, 0, 10, "0%"},
-		{"huge epoch, reported total", 0, Progress{Epoch: f64(1e20), TotalEpochs: f64(10)}, 10, 10, "100%"},
-		{"huge epoch and total", 0, Progress{Epoch: f64(1e20), TotalEpochs: f64(3e9)}, math.MaxInt32, math.MaxInt32, "100%"},
-		{"epoch past int32, no total", 0, Progress{Epoch: f64(3e9)}, math.MaxInt32, 0, ""},
-		{"epoch past spec total", 10, Progress{Epoch: f64(11)}, 10, 10, "100%"},
-		{"negative total ignored", 0, Progress{Epoch: f64(2), TotalEpochs: f64(-4)}, 2, 0, ""},
-		{"NaN and Inf ignored", 0, Progress{Epoch: f64(math.NaN()), TotalEpochs: f64(math.Inf(1))}, 0, 0, ""},
+		{"negative epoch", 0, progress.Report{Epoch: f64(-5), TotalEpochs: f64(10)}, 0, 10, "0%"},
+		{"huge epoch, reported total", 0, progress.Report{Epoch: f64(1e20), TotalEpochs: f64(10)}, 10, 10, "100%"},
+		{"huge epoch and total", 0, progress.Report{Epoch: f64(1e20), TotalEpochs: f64(3e9)}, math.MaxInt32, math.MaxInt32, "100%"},
+		{"epoch past int32, no total", 0, progress.Report{Epoch: f64(3e9)}, math.MaxInt32, 0, ""},
+		{"epoch past spec total", 10, progress.Report{Epoch: f64(11)}, 10, 10, "100%"},
+		{"negative total ignored", 0, progress.Report{Epoch: f64(2), TotalEpochs: f64(-4)}, 2, 0, ""},
+		{"NaN and Inf ignored", 0, progress.Report{Epoch: f64(math.NaN()), TotalEpochs: f64(math.Inf(1))}, 0, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := applyUntrusted(t, tc.total, tc.p)
@@ -61,7 +61,7 @@ func TestApplyProgressClampsEpochs(t *testing.T) {
 }
 
 func TestApplyProgressIgnoresNonFiniteMetrics(t *testing.T) {
-	st := applyUntrusted(t, 0, Progress{Loss: f64(math.NaN()), Accuracy: f64(math.Inf(-1)), Throughput: f64(5)})
+	st := applyUntrusted(t, 0, progress.Report{Loss: f64(math.NaN()), Accuracy: f64(math.Inf(-1)), Throughput: f64(5)})
 	if st.Metrics == nil || st.Metrics.Loss != nil || st.Metrics.Accuracy != nil || *st.Metrics.Throughput != 5 {
 		t.Errorf("metrics %+v", st.Metrics)
 	}
@@ -82,7 +82,7 @@ func TestApplyProgressDropsInsaneCheckpointTimes(t *testing.T) {
 		{"a minute ago", float64(now.Add(-time.Minute).Unix()), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := applyUntrusted(t, 0, Progress{CheckpointEpoch: f64(3), CheckpointTimestamp: f64(tc.ts)})
+			st := applyUntrusted(t, 0, progress.Report{CheckpointEpoch: f64(3), CheckpointTimestamp: f64(tc.ts)})
 			if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != 3 {
 				t.Fatalf("the checkpoint epoch must be kept: %+v", st.LastCheckpoint)
 			}
@@ -94,7 +94,7 @@ func TestApplyProgressDropsInsaneCheckpointTimes(t *testing.T) {
 			}
 		})
 	}
-	st := applyUntrusted(t, 0, Progress{CheckpointEpoch: f64(1e12)})
+	st := applyUntrusted(t, 0, progress.Report{CheckpointEpoch: f64(1e12)})
 	if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != math.MaxInt32 {
 		t.Errorf("huge checkpoint epoch: %+v", st.LastCheckpoint)
 	}
@@ -102,30 +102,15 @@ func TestApplyProgressDropsInsaneCheckpointTimes(t *testing.T) {
 
 func TestApplyProgressETADoesNotOverflow(t *testing.T) {
 	// One epoch in an hour, 2^31-2 to go: far past any sane horizon.
-	st := applyUntrusted(t, 0, Progress{Epoch: f64(1), TotalEpochs: f64(math.MaxInt32)})
+	st := applyUntrusted(t, 0, progress.Report{Epoch: f64(1), TotalEpochs: f64(math.MaxInt32)})
 	if st.EstimatedCompletionTime != nil {
 		t.Errorf("estimatedCompletionTime %v for a job that will not finish in a century", st.EstimatedCompletionTime)
 	}
-	st = applyUntrusted(t, 0, Progress{Epoch: f64(1), TotalEpochs: f64(3)})
+	st = applyUntrusted(t, 0, progress.Report{Epoch: f64(1), TotalEpochs: f64(3)})
 	if st.EstimatedCompletionTime == nil || !st.EstimatedCompletionTime.Time.Equal(t0.Add(3*time.Hour)) {
 		t.Errorf("estimatedCompletionTime %v, want %v", st.EstimatedCompletionTime, t0.Add(3*time.Hour))
 	}
 }
-
-// TestParseProgressSurvivesParserPanic: the Prometheus text parser panics on
-// some inputs (found by FuzzProgressScrape); the scrape returns an error.
-func TestParseProgressSurvivesParserPanic(t *testing.T) {
-	for _, body := range parserPanicInputs {
-		p, err := parseProgress(strings.NewReader(body))
-		if err == nil {
-			t.Errorf("%q: no error (progress %+v)", body, p)
-		}
-	}
-}
-
-// parserPanicInputs make prometheus/common v0.67.5's text parser panic (nil
-// pointer in startLabelName): a metric with a label set but no name.
-var parserPanicInputs = []string{"{}0", "{}0\n", "{} 1\ntraining_epoch 2\n"}
 
 // The estimate uses the current attempt's epoch rate: the attempt resumed at
 // epoch 6 ten hours in and reached 8 an hour later, so the last 2 epochs take
@@ -135,12 +120,12 @@ func TestETAFromTheCurrentAttemptsRate(t *testing.T) {
 	start := metav1.NewTime(t0)
 	job.Status.StartTime = &start
 	now := t0.Add(11 * time.Hour)
-	applyProgress(job, Progress{Epoch: f64(8)}, now, rateBaseline{epoch: 6, at: t0.Add(10 * time.Hour)})
+	applyProgress(job, progress.Report{Epoch: f64(8)}, now, rateBaseline{epoch: 6, at: t0.Add(10 * time.Hour)})
 	if eta := job.Status.EstimatedCompletionTime; eta == nil || !eta.Time.Equal(t0.Add(12*time.Hour)) {
 		t.Errorf("estimatedCompletionTime %v, want %v", eta, t0.Add(12*time.Hour))
 	}
 	// No progress yet in this attempt: the job-wide rate.
-	applyProgress(job, Progress{Epoch: f64(8)}, now, rateBaseline{epoch: 8, at: now})
+	applyProgress(job, progress.Report{Epoch: f64(8)}, now, rateBaseline{epoch: 8, at: now})
 	if eta := job.Status.EstimatedCompletionTime; eta == nil || !eta.Time.Equal(now.Add(165*time.Minute)) {
 		t.Errorf("estimatedCompletionTime %v, want %v", eta, now.Add(165*time.Minute))
 	}

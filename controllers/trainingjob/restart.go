@@ -1,321 +1,15 @@
 package trainingjob
 
 import (
-	"encoding/json"
 	"fmt"
-	"reflect"
-	"sort"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
-
-// Reasons on the Restarting and Failed conditions, in events and in the
-// trainingjob_restarts_total / trainingjob_failed_total metrics.
-const (
-	// ReasonWorkerFailed: a rank exited non-zero and the gang restarts (a failure).
-	ReasonWorkerFailed = "WorkerFailed"
-	// ReasonBackoffLimitExceeded: a rank failed after backoffLimit gang restarts.
-	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
-	// ReasonPermanentExitCode: restartPolicy ExitCode and a rank exited 1..127.
-	ReasonPermanentExitCode = "PermanentExitCode"
-	// ReasonRestartPolicyNever: restartPolicy Never and a rank failed.
-	ReasonRestartPolicyNever = "RestartPolicyNever"
-	// ReasonDeadlineExceeded: runPolicy.activeDeadlineSeconds passed.
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	// ReasonInvalidSpec: the job cannot run as written (for example no image).
-	ReasonInvalidSpec = "InvalidSpec"
-
-	// ReasonPreempted: a rank was preempted (a disruption).
-	ReasonPreempted = "Preempted"
-	// ReasonEvicted: a rank was evicted (a disruption).
-	ReasonEvicted = "Evicted"
-	// ReasonNodeLost: a rank's node is gone or NotReady past the grace period (a disruption).
-	ReasonNodeLost = "NodeLost"
-	// ReasonPodDeleted: a rank's pod was deleted by someone else (a disruption).
-	ReasonPodDeleted = "PodDeleted"
-	// ReasonRescaled: numWorkers changed while the gang ran (a disruption).
-	ReasonRescaled = "Rescaled"
-)
-
-// decisionKind is what the current attempt's pods mean for the job.
-type decisionKind int
-
-const (
-	// keepGoing: nothing to decide; create missing pods, report progress.
-	keepGoing decisionKind = iota
-	// complete: every rank exited 0.
-	complete
-	// fail: the job is Failed.
-	fail
-	// restartForFailure: a gang restart that counts against backoffLimit.
-	restartForFailure
-	// restartForDisruption: a gang restart that does not.
-	restartForDisruption
-)
-
-// decision is the outcome of decide, with what a person needs to act on it.
-type decision struct {
-	kind    decisionKind
-	reason  string
-	message string
-	// recheckAt is when a condition that is not yet a decision (a NotReady
-	// node inside its grace period) must be looked at again; zero if none.
-	recheckAt time.Time
-}
-
-// nodeInfo is what the controller knows about the node of a pod.
-type nodeInfo struct {
-	// gone: the Node object no longer exists.
-	gone bool
-	// notReadySince is when the node's Ready condition stopped being True;
-	// zero when it is ready or unknown.
-	notReadySince time.Time
-}
-
-// lost reports whether a node counts as lost at now, and when it will if it
-// is NotReady but still inside the grace period.
-func (n nodeInfo) lost(now time.Time, grace time.Duration) (bool, time.Time) {
-	if n.gone {
-		return true, time.Time{}
-	}
-	if n.notReadySince.IsZero() {
-		return false, time.Time{}
-	}
-	at := n.notReadySince.Add(grace)
-	if !now.Before(at) {
-		return true, time.Time{}
-	}
-	return false, at
-}
-
-// gangState is everything decide looks at, gathered by the controller.
-type gangState struct {
-	job *mlv1.TrainingJob
-	// pods are the current attempt's worker pods.
-	pods []*corev1.Pod
-	// ps are the current attempt's TensorFlow parameter-server pods; they
-	// fail and get disrupted like ranks, but do not decide completion.
-	ps []*corev1.Pod
-	// nodes by name, for the nodes the pods are bound to.
-	nodes map[string]nodeInfo
-	// seenRanks are ranks whose pod an earlier pass observed in this attempt
-	// (status.workerStatuses); a seen rank without a pod was deleted.
-	seenRanks map[int32]bool
-	now       time.Time
-	// nodeGrace is how long a NotReady node is waited for.
-	nodeGrace time.Duration
-}
-
-// decide is the gang policy: given the current attempt's pods, does the job
-// complete, fail, restart (for a failure or a disruption) or keep going?
-// Disruptions are checked first: a preempted or evicted pod often also looks
-// Failed, and must not spend the retry budget.
-func decide(g gangState) decision {
-	spec := &g.job.Spec
-	pods := sortedByRank(g.pods)
-	all := append(append([]*corev1.Pod(nil), pods...), sortedByRank(g.ps)...)
-
-	var recheck time.Time
-	for _, p := range all {
-		if reason, msg, ok := disruptionOf(p, g.nodes, g.now, g.nodeGrace, &recheck); ok {
-			return decision{kind: restartForDisruption, reason: reason, message: msg}
-		}
-	}
-	present := map[int32]bool{}
-	for _, p := range pods {
-		present[rankOf(p)] = true
-	}
-	for rank := int32(0); rank < spec.EffectiveNumWorkers(); rank++ {
-		if g.seenRanks[rank] && !present[rank] {
-			return decision{kind: restartForDisruption, reason: ReasonPodDeleted,
-				message: fmt.Sprintf("rank %d: pod %s was deleted", rank, mlv1.WorkerPodName(g.job.Name, rank))}
-		}
-	}
-
-	for _, p := range all {
-		if p.Status.Phase != corev1.PodFailed {
-			continue
-		}
-		return failureDecision(g.job, p)
-	}
-
-	succeeded := int32(0)
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded && rankOf(p) < spec.EffectiveNumWorkers() {
-			succeeded++
-		}
-	}
-	if succeeded == spec.EffectiveNumWorkers() {
-		return decision{kind: complete, reason: "AllWorkersSucceeded",
-			message: fmt.Sprintf("all %d ranks exited 0", succeeded)}
-	}
-
-	if d, ok := rescaleOf(g.job, pods); ok {
-		return d
-	}
-	return decision{kind: keepGoing, recheckAt: recheck}
-}
-
-// failureDecision applies restartPolicy and backoffLimit to a failed rank.
-func failureDecision(job *mlv1.TrainingJob, p *corev1.Pod) decision {
-	spec := &job.Spec
-	code, why := exitOf(p)
-	what := fmt.Sprintf("%s failed: %s", describePod(p), why)
-	switch spec.EffectiveRestartPolicy() {
-	case mlv1.RestartPolicyNever:
-		return decision{kind: fail, reason: ReasonRestartPolicyNever, message: what + "; restartPolicy is Never"}
-	case mlv1.RestartPolicyExitCode:
-		if code >= 1 && code <= 127 {
-			return decision{kind: fail, reason: ReasonPermanentExitCode,
-				message: fmt.Sprintf("%s; exit code %d is permanent under restartPolicy ExitCode (1..127 fail at once, 128+ are retried)", what, code)}
-		}
-	}
-	if job.Status.Restarts >= spec.EffectiveBackoffLimit() {
-		return decision{kind: fail, reason: ReasonBackoffLimitExceeded,
-			message: fmt.Sprintf("%s; backoffLimit %d reached after %d restarts", what, spec.EffectiveBackoffLimit(), job.Status.Restarts)}
-	}
-	return decision{kind: restartForFailure, reason: ReasonWorkerFailed, message: what}
-}
-
-// exitOf is the trainer container's exit code and a description of it. A pod
-// that failed without a terminated container (for example rejected by the
-// kubelet) reads as code 0 with the pod's reason.
-func exitOf(p *corev1.Pod) (int32, string) {
-	for _, cs := range p.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && (cs.Name == TrainerContainerName || len(p.Status.ContainerStatuses) == 1) {
-			desc := fmt.Sprintf("exit code %d", t.ExitCode)
-			if t.Reason != "" {
-				desc += " (" + t.Reason + ")"
-			}
-			return t.ExitCode, desc
-		}
-	}
-	if p.Status.Reason != "" {
-		return 0, "pod failed: " + p.Status.Reason
-	}
-	return 0, "pod failed"
-}
-
-// disruptionReasons are pod status reasons that mean the pod was taken away,
-// not that the training failed.
-var disruptionReasons = map[string]string{
-	"Evicted":                  ReasonEvicted,
-	"Preempting":               ReasonPreempted,
-	"NodeLost":                 ReasonNodeLost,
-	"NodeShutdown":             ReasonNodeLost,
-	"Shutdown":                 ReasonNodeLost,
-	"Terminated":               ReasonNodeLost,
-	"UnexpectedAdmissionError": ReasonEvicted,
-}
-
-// disruptionOf reports whether a pod was disrupted, and why. recheck is moved
-// earlier when the pod's node is NotReady but still inside the grace period.
-func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace time.Duration, recheck *time.Time) (string, string, bool) {
-	who := describePod(p)
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			reason := ReasonEvicted
-			if c.Reason == "PreemptionByScheduler" || c.Reason == "PreemptionByKubeScheduler" {
-				reason = ReasonPreempted
-			}
-			if c.Reason == "DeletionByTaintManager" {
-				reason = ReasonNodeLost
-			}
-			return reason, fmt.Sprintf("%s disrupted: %s %s", who, c.Reason, c.Message), true
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed {
-		if reason, ok := disruptionReasons[p.Status.Reason]; ok {
-			return reason, fmt.Sprintf("%s disrupted: %s %s", who, p.Status.Reason, p.Status.Message), true
-		}
-	}
-	if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded {
-		if n, ok := nodes[p.Spec.NodeName]; ok {
-			lost, at := n.lost(now, grace)
-			if lost {
-				state := "is gone"
-				if !n.gone {
-					state = fmt.Sprintf("has been NotReady since %s", n.notReadySince.UTC().Format(time.RFC3339))
-				}
-				return ReasonNodeLost, fmt.Sprintf("%s: node %s %s", who, p.Spec.NodeName, state), true
-			}
-			if !at.IsZero() && (recheck.IsZero() || at.Before(*recheck)) {
-				*recheck = at
-			}
-		}
-	}
-	if p.DeletionTimestamp != nil && !isTerminal(p) {
-		// The operator deletes pods of the current attempt only after moving
-		// to a new attempt, so this deletion came from someone else.
-		return ReasonPodDeleted, fmt.Sprintf("%s is being deleted", who), true
-	}
-	return "", "", false
-}
-
-// rescaleOf reports a gang formed for a different numWorkers than the spec
-// asks for now: it must re-form at the new size.
-func rescaleOf(job *mlv1.TrainingJob, pods []*corev1.Pod) (decision, bool) {
-	want := job.Spec.EffectiveNumWorkers()
-	for _, p := range pods {
-		formed := podNumWorkers(p)
-		if rankOf(p) >= want || (formed > 0 && formed != want) {
-			if formed <= 0 {
-				formed = rankOf(p) + 1
-			}
-			return decision{kind: restartForDisruption, reason: ReasonRescaled,
-				message: fmt.Sprintf("numWorkers changed from %d to %d; re-forming the gang from the latest checkpoint", formed, want)}, true
-		}
-		if tfClusterChanged(job, p) {
-			return decision{kind: restartForDisruption, reason: ReasonRescaled,
-				message: "the TensorFlow cluster changed (parameterServers); re-forming the gang from the latest checkpoint"}, true
-		}
-	}
-	return decision{}, false
-}
-
-// tfClusterChanged reports a TensorFlow pod whose TF_CONFIG cluster is not
-// the one the spec asks for now (for example parameterServers changed).
-func tfClusterChanged(job *mlv1.TrainingJob, p *corev1.Pod) bool {
-	if job.Spec.EffectiveFramework() != mlv1.FrameworkTensorFlow {
-		return false
-	}
-	var got, want TFConfig
-	if err := json.Unmarshal([]byte(podEnv(p, "TF_CONFIG")), &got); err != nil {
-		return false
-	}
-	if err := json.Unmarshal([]byte(tfConfig(job, 0)), &want); err != nil {
-		return false
-	}
-	return !reflect.DeepEqual(got.Cluster, want.Cluster)
-}
-
-// podEnv is the value of a trainer env var in a pod, "" when absent.
-func podEnv(p *corev1.Pod, name string) string {
-	for _, c := range p.Spec.Containers {
-		if c.Name != TrainerContainerName {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == name {
-				return e.Value
-			}
-		}
-	}
-	return ""
-}
-
-// podNumWorkers is the NUM_WORKERS a pod was created with, 0 if unknown.
-func podNumWorkers(p *corev1.Pod) int32 {
-	n, err := strconv.Atoi(podEnv(p, "NUM_WORKERS"))
-	if err != nil {
-		return 0
-	}
-	return int32(n)
-}
 
 // backoffFor is the wait before the gang of the nth failure restart is
 // created: base doubling per restart, capped. Disruptions wait nothing.
@@ -336,47 +30,45 @@ func backoffFor(restarts int32, base, maxBackoff time.Duration) time.Duration {
 	return d
 }
 
-// describePod names a pod for messages: "rank 1 (pod x-worker-1)" or
-// "ps 0 (pod x-ps-0)".
-func describePod(p *corev1.Pod) string {
-	kind := "rank"
-	if isPS(p) {
-		kind = "ps"
+// backoffUntil is when the gang of the current attempt may be created: after
+// a failure, the exponential backoff from the restart; after a disruption, at once.
+func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
+	st := &job.Status
+	c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting)
+	if st.LastRestartTime == nil || c == nil || c.Reason != mlv1.ReasonWorkerFailed {
+		return time.Time{}
 	}
-	return fmt.Sprintf("%s %d (pod %s)", kind, rankOf(p), p.Name)
+	return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
 }
 
-// isPS reports a TensorFlow parameter-server pod.
-func isPS(p *corev1.Pod) bool { return p.Labels[mlv1.LabelReplicaType] == mlv1.ReplicaTypePS }
-
-// isTerminal reports whether the pod has finished (Succeeded or Failed).
-func isTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-}
-
-// rankOf is a pod's rank label (a parameter server's index), -1 when
-// missing or malformed.
-func rankOf(p *corev1.Pod) int32 {
-	n, err := strconv.Atoi(p.Labels[mlv1.LabelRank])
-	if err != nil {
-		return -1
+// restart records a gang restart: the counters move the job to the next
+// attempt, whose label no current pod carries.
+func (r *Reconciler) restart(p *pass, d decision) {
+	job, st := p.job, &p.job.Status
+	kind := "disruption"
+	if d.kind == restartForFailure {
+		st.Restarts++
+		kind = "failure"
+	} else {
+		st.Disruptions++
 	}
-	return int32(n)
-}
-
-// attemptOf is a pod's restart-attempt label, -1 when missing or malformed.
-func attemptOf(p *corev1.Pod) int32 {
-	n, err := strconv.Atoi(p.Labels[mlv1.LabelRestartAttempt])
-	if err != nil {
-		return -1
+	now := metav1.NewTime(p.now)
+	st.LastRestartTime = &now
+	st.State = mlv1.StateRestarting
+	st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+	st.AllocatedGPUs, st.AllocatedNodes = 0, 0
+	setCondition(st, restartingCondition(job, d.reason, d.message), now)
+	setCondition(st, runningCondition(job), now)
+	msg := fmt.Sprintf("gang restart for a %s: %s (restarts %d/%d, disruptions %d; next attempt %d)",
+		kind, d.message, st.Restarts, job.Spec.EffectiveBackoffLimit(), st.Disruptions, st.Attempt())
+	if d.kind == restartForFailure {
+		msg += fmt.Sprintf(", backoff %s", backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
 	}
-	return int32(n)
-}
-
-// sortedByRank returns the pods ordered by rank, so decisions name the lowest
-// failing rank deterministically.
-func sortedByRank(pods []*corev1.Pod) []*corev1.Pod {
-	out := append([]*corev1.Pod(nil), pods...)
-	sort.Slice(out, func(i, j int) bool { return rankOf(out[i]) < rankOf(out[j]) })
-	return out
+	eventType := corev1.EventTypeNormal
+	if d.kind == restartForFailure {
+		eventType = corev1.EventTypeWarning
+	}
+	p.event(eventType, d.reason, "%s", msg)
+	ns, reason := job.Namespace, d.reason
+	p.after = append(p.after, func() { jobRestarts.WithLabelValues(ns, reason).Inc() })
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow/mlflowtest"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -76,7 +77,7 @@ func TestIntegrationSamplesRun(t *testing.T) {
 
 	t.Run("mlflow", func(t *testing.T) {
 		ns := testutil.Namespace(t, env.Client)
-		f := newFakeMLflow(t)
+		f := mlflowtest.NewServer(t)
 		job := sampleJob(t, "ml_v1_trainingjob_mlflow.yaml", ns)
 		require.Equal(t, "http://mlflow.mlflow.svc:5000", job.Spec.Tracking.MLflow.TrackingURI)
 		job.Spec.Tracking.MLflow.TrackingURI = f.URL
@@ -85,12 +86,10 @@ func TestIntegrationSamplesRun(t *testing.T) {
 		assert.Equal(t, "bert-finetune", envOf(&got[0])["MLFLOW_EXPERIMENT_NAME"])
 		setAll(t, job, 2, corev1.PodRunning)
 		j := waitJob(t, job, "MLflow run id", func(j *mlv1.TrainingJob) bool { return j.Status.MLflowRunID != "" })
-		run, ok := f.run(j.Status.MLflowRunID)
+		run, ok := f.Run(j.Status.MLflowRunID)
 		require.True(t, ok)
 		assert.Equal(t, ns+"/bert-mlflow", run.Name)
-		f.mu.Lock()
-		assert.Equal(t, f.experiments["bert-finetune"], run.ExperimentID)
-		f.mu.Unlock()
+		assert.Equal(t, f.ExperimentID("bert-finetune"), run.ExperimentID)
 	})
 
 	t.Run("tensorflow-ps", func(t *testing.T) {

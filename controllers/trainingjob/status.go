@@ -3,48 +3,13 @@ package trainingjob
 import (
 	"fmt"
 	"sort"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
-
-// Condition reasons besides the restart and failure reasons in restart.go.
-const (
-	// ReasonResourcesCreated: the Service, ConfigMap and checkpoint PVC exist.
-	ReasonResourcesCreated = "ResourcesCreated"
-	// ReasonWorkersPending: not every rank is running yet.
-	ReasonWorkersPending = "WorkersPending"
-	// ReasonUnschedulable: a rank's pod cannot be scheduled (the scheduler's
-	// message, e.g. the resource that is short, is in the condition).
-	ReasonUnschedulable = "Unschedulable"
-	// ReasonAllWorkersRunning: every rank is running.
-	ReasonAllWorkersRunning = "AllWorkersRunning"
-	// ReasonAllWorkersSucceeded: every rank exited 0.
-	ReasonAllWorkersSucceeded = "AllWorkersSucceeded"
-	// ReasonJobFinished: Running is False because the job finished.
-	ReasonJobFinished = "JobFinished"
-	// ReasonSuspended: spec.suspend is true.
-	ReasonSuspended = "Suspended"
-	// ReasonResumed: spec.suspend went back to false.
-	ReasonResumed = "Resumed"
-	// ReasonGangRecreated: the restarted gang's pods were created.
-	ReasonGangRecreated = "GangRecreated"
-	// ReasonScraped: rank 0's metrics endpoint was read.
-	ReasonScraped = "Scraped"
-	// ReasonScrapeFailed: rank 0's metrics endpoint could not be read; retried with backoff.
-	ReasonScrapeFailed = "ScrapeFailed"
-)
-
-// ConditionProgressAvailable says whether rank 0's progress endpoint could be
-// read. It never affects the job's state.
-const ConditionProgressAvailable = "ProgressAvailable"
 
 // observeWorkers fills workers, workerStatuses, allocatedGPUs and
 // allocatedNodes from the current attempt's pods.
@@ -131,7 +96,7 @@ func createdCondition(job *mlv1.TrainingJob) metav1.Condition {
 		msg += fmt.Sprintf(", checkpoint PVC %s", mlv1.CheckpointPVCName(job.Name))
 	}
 	return metav1.Condition{Type: mlv1.TrainingJobCreated, Status: metav1.ConditionTrue,
-		Reason: ReasonResourcesCreated, Message: msg, ObservedGeneration: job.Generation}
+		Reason: mlv1.ReasonResourcesCreated, Message: msg, ObservedGeneration: job.Generation}
 }
 
 // runningCondition is Running=True when every rank runs, else False with why.
@@ -141,16 +106,16 @@ func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 	want := job.Spec.EffectiveNumWorkers()
 	switch st.State {
 	case mlv1.StateRunning:
-		c.Status, c.Reason = metav1.ConditionTrue, ReasonAllWorkersRunning
+		c.Status, c.Reason = metav1.ConditionTrue, mlv1.ReasonAllWorkersRunning
 		c.Message = fmt.Sprintf("all %d ranks are running (attempt %d)", want, st.Attempt())
 	case mlv1.StateCompleted, mlv1.StateFailed:
-		c.Reason, c.Message = ReasonJobFinished, fmt.Sprintf("the job is %s", st.State)
+		c.Reason, c.Message = mlv1.ReasonJobFinished, fmt.Sprintf("the job is %s", st.State)
 	case mlv1.StateSuspended:
-		c.Reason, c.Message = ReasonSuspended, "spec.suspend is true; the workers are deleted"
+		c.Reason, c.Message = mlv1.ReasonSuspended, "spec.suspend is true; the workers are deleted"
 	case mlv1.StateRestarting:
 		c.Reason, c.Message = mlv1.TrainingJobRestarting, "the gang is restarting"
 	default:
-		c.Reason = ReasonWorkersPending
+		c.Reason = mlv1.ReasonWorkersPending
 		c.Message = fmt.Sprintf("%d of %d ranks running, %d pending", st.Workers.Active, want, st.Workers.Pending)
 	}
 	return c
@@ -161,7 +126,7 @@ func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 // reason Unschedulable, carrying the scheduler's message and naming the
 // lowest such rank. Any other condition is returned unchanged.
 func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condition {
-	if c.Status != metav1.ConditionFalse || c.Reason != ReasonWorkersPending {
+	if c.Status != metav1.ConditionFalse || c.Reason != mlv1.ReasonWorkersPending {
 		return c
 	}
 	for _, p := range sortedByRank(pods) {
@@ -170,7 +135,7 @@ func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condi
 		}
 		for _, pc := range p.Status.Conditions {
 			if pc.Type == corev1.PodScheduled && pc.Status == corev1.ConditionFalse && pc.Reason == corev1.PodReasonUnschedulable {
-				c.Reason = ReasonUnschedulable
+				c.Reason = mlv1.ReasonUnschedulable
 				c.Message = fmt.Sprintf("%s; rank %d (pod %s) is unschedulable: %s", c.Message, rankOf(p), p.Name, pc.Message)
 				return c
 			}
@@ -207,27 +172,27 @@ func restartDoneCondition(job *mlv1.TrainingJob, cause string) metav1.Condition 
 		msg += "; last restart: " + cause
 	}
 	return metav1.Condition{Type: mlv1.TrainingJobRestarting, Status: metav1.ConditionFalse,
-		Reason: ReasonGangRecreated, ObservedGeneration: job.Generation, Message: msg}
+		Reason: mlv1.ReasonGangRecreated, ObservedGeneration: job.Generation, Message: msg}
 }
 
 // suspendedCondition is Suspended=True while spec.suspend is true, and
 // Suspended=False (Resumed) after it is set back.
 func suspendedCondition(job *mlv1.TrainingJob, suspended bool) metav1.Condition {
 	if suspended {
-		return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionTrue, Reason: ReasonSuspended,
+		return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionTrue, Reason: mlv1.ReasonSuspended,
 			Message: "spec.suspend is true: workers deleted; Service, ConfigMap and checkpoints kept", ObservedGeneration: job.Generation}
 	}
-	return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionFalse, Reason: ReasonResumed,
+	return metav1.Condition{Type: mlv1.TrainingJobSuspended, Status: metav1.ConditionFalse, Reason: mlv1.ReasonResumed,
 		Message: "spec.suspend is false: the gang is recreated from the latest checkpoint", ObservedGeneration: job.Generation}
 }
 
 // progressCondition says whether the last scrape of rank 0 worked.
 func progressCondition(job *mlv1.TrainingJob, err error, url string) metav1.Condition {
 	if err != nil {
-		return metav1.Condition{Type: ConditionProgressAvailable, Status: metav1.ConditionFalse, Reason: ReasonScrapeFailed,
+		return metav1.Condition{Type: mlv1.TrainingJobProgressAvailable, Status: metav1.ConditionFalse, Reason: mlv1.ReasonScrapeFailed,
 			Message: fmt.Sprintf("reading %s: %v (retried with backoff; the job is not affected)", url, err), ObservedGeneration: job.Generation}
 	}
-	return metav1.Condition{Type: ConditionProgressAvailable, Status: metav1.ConditionTrue, Reason: ReasonScraped,
+	return metav1.Condition{Type: mlv1.TrainingJobProgressAvailable, Status: metav1.ConditionTrue, Reason: mlv1.ReasonScraped,
 		Message: "progress read from " + url, ObservedGeneration: job.Generation}
 }
 
@@ -243,7 +208,7 @@ func setCondition(st *mlv1.TrainingJobStatus, c metav1.Condition, now metav1.Tim
 // conditionOrder keeps conditions in lifecycle order, so status reads top-down.
 func conditionOrder(t string) int {
 	for i, name := range []string{mlv1.TrainingJobCreated, mlv1.TrainingJobRunning, mlv1.TrainingJobRestarting,
-		mlv1.TrainingJobSuspended, mlv1.TrainingJobSucceeded, mlv1.TrainingJobFailed, ConditionProgressAvailable} {
+		mlv1.TrainingJobSuspended, mlv1.TrainingJobSucceeded, mlv1.TrainingJobFailed, mlv1.TrainingJobProgressAvailable} {
 		if name == t {
 			return i
 		}
@@ -251,66 +216,22 @@ func conditionOrder(t string) int {
 	return 100
 }
 
-// onlyCountersMoved reports whether next differs from prev only in what the
-// pods' progress moves on every pod event: the worker counts, the phase,
-// node and restart count of ranks already listed, the allocation, and the
-// message of a Running condition whose status and reason stay. Such a
-// change is batched (statusBatch); anything else is written at once.
-func onlyCountersMoved(prev, next *mlv1.TrainingJobStatus) bool {
-	if len(prev.WorkerStatuses) != len(next.WorkerStatuses) {
-		return false
-	}
-	for i := range prev.WorkerStatuses {
-		if prev.WorkerStatuses[i].Rank != next.WorkerStatuses[i].Rank || prev.WorkerStatuses[i].PodName != next.WorkerStatuses[i].PodName {
-			return false
+// updateActiveState moves a job that runs its gang between Initializing and
+// Running, with the Running condition and event.
+func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
+	job, st := p.job, &p.job.Status
+	now := metav1.NewTime(p.now)
+	prev := st.State
+	st.State = activeState(st.Workers, job.Spec.EffectiveNumWorkers())
+	if prev == mlv1.StateRestarting {
+		cause := ""
+		if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil {
+			cause = c.Reason + ": " + c.Message
 		}
+		setCondition(st, restartDoneCondition(job, cause), now)
 	}
-	a, b := prev.DeepCopy(), next.DeepCopy()
-	for _, st := range []*mlv1.TrainingJobStatus{a, b} {
-		st.Workers, st.WorkerStatuses = mlv1.WorkerCounts{}, nil
-		st.AllocatedGPUs, st.AllocatedNodes = 0, 0
+	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
+		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
 	}
-	was, is := findCondition(a.Conditions, mlv1.TrainingJobRunning), findCondition(b.Conditions, mlv1.TrainingJobRunning)
-	if was != nil && is != nil && was.Status == is.Status && was.Reason == is.Reason {
-		is.Message = was.Message
-	}
-	return equality.Semantic.DeepEqual(a, b)
-}
-
-// DefaultStatusBatchPeriod is how long a counters-only status change may
-// wait to be written, so that the pod events of a gang starting or
-// finishing together cost one status write rather than one each. The
-// Kubernetes Job controller batches its pod events the same way (1 s).
-const DefaultStatusBatchPeriod = time.Second
-
-// statusBatch remembers, per job, since when a counters-only status change
-// has been waiting to be written.
-type statusBatch struct {
-	mu    sync.Mutex
-	since map[types.NamespacedName]time.Time
-}
-
-func newStatusBatch() *statusBatch {
-	return &statusBatch{since: map[types.NamespacedName]time.Time{}}
-}
-
-// due reports whether a waiting counters-only change of the job must be
-// written at now; if not, at is when it must.
-func (b *statusBatch) due(key types.NamespacedName, now time.Time, period time.Duration) (ok bool, at time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	since, waiting := b.since[key]
-	if !waiting {
-		b.since[key] = now
-		since = now
-	}
-	at = since.Add(period)
-	return !now.Before(at), at
-}
-
-// forget drops the job's waiting change: it was written, or undone.
-func (b *statusBatch) forget(key types.NamespacedName) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.since, key)
+	setCondition(st, unschedulableCondition(runningCondition(job), pods), now)
 }

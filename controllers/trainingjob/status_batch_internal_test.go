@@ -20,7 +20,7 @@ func initializing() *mlv1.TrainingJobStatus {
 			{Rank: 1, PodName: "j-worker-1", Phase: corev1.PodPending},
 		},
 		Conditions: []metav1.Condition{{Type: mlv1.TrainingJobRunning, Status: metav1.ConditionFalse,
-			Reason: ReasonWorkersPending, Message: "0 of 2 ranks running, 2 pending"}},
+			Reason: mlv1.ReasonWorkersPending, Message: "0 of 2 ranks running, 2 pending"}},
 	}
 }
 
@@ -40,11 +40,11 @@ func TestOnlyCountersMoved(t *testing.T) {
 		"a container restarted": {func(st *mlv1.TrainingJobStatus) { st.WorkerStatuses[1].RestartCount = 1 }, true},
 		"the state":             {func(st *mlv1.TrainingJobStatus) { st.State = mlv1.StateRunning }, false},
 		"a condition's reason": {func(st *mlv1.TrainingJobStatus) {
-			st.Conditions[0].Reason, st.Conditions[0].Message = ReasonUnschedulable, "rank 1 is unschedulable"
+			st.Conditions[0].Reason, st.Conditions[0].Message = mlv1.ReasonUnschedulable, "rank 1 is unschedulable"
 		}, false},
 		"a condition's status": {func(st *mlv1.TrainingJobStatus) { st.Conditions[0].Status = metav1.ConditionTrue }, false},
 		"a new condition": {func(st *mlv1.TrainingJobStatus) {
-			st.Conditions = append(st.Conditions, metav1.Condition{Type: ConditionProgressAvailable, Status: metav1.ConditionTrue})
+			st.Conditions = append(st.Conditions, metav1.Condition{Type: mlv1.TrainingJobProgressAvailable, Status: metav1.ConditionTrue})
 		}, false},
 		"a rank left the list":    {func(st *mlv1.TrainingJobStatus) { st.WorkerStatuses = st.WorkerStatuses[:1] }, false},
 		"a rank's pod replaced":   {func(st *mlv1.TrainingJobStatus) { st.WorkerStatuses[1].PodName = "other" }, false},

@@ -68,12 +68,12 @@ func TestRunningCondition(t *testing.T) {
 		wantStatus metav1.ConditionStatus
 		wantReason string
 	}{
-		{mlv1.StateRunning, metav1.ConditionTrue, ReasonAllWorkersRunning},
-		{mlv1.StateInitializing, metav1.ConditionFalse, ReasonWorkersPending},
-		{mlv1.StateSuspended, metav1.ConditionFalse, ReasonSuspended},
+		{mlv1.StateRunning, metav1.ConditionTrue, mlv1.ReasonAllWorkersRunning},
+		{mlv1.StateInitializing, metav1.ConditionFalse, mlv1.ReasonWorkersPending},
+		{mlv1.StateSuspended, metav1.ConditionFalse, mlv1.ReasonSuspended},
 		{mlv1.StateRestarting, metav1.ConditionFalse, "Restarting"},
-		{mlv1.StateCompleted, metav1.ConditionFalse, ReasonJobFinished},
-		{mlv1.StateFailed, metav1.ConditionFalse, ReasonJobFinished},
+		{mlv1.StateCompleted, metav1.ConditionFalse, mlv1.ReasonJobFinished},
+		{mlv1.StateFailed, metav1.ConditionFalse, mlv1.ReasonJobFinished},
 	} {
 		job.Status.State = tt.state
 		c := runningCondition(job)
@@ -92,15 +92,15 @@ func TestOtherConditions(t *testing.T) {
 		typ, reason, msgContains string
 		status                   metav1.ConditionStatus
 	}{
-		{createdCondition(job), "Created", ReasonResourcesCreated, "bert-checkpoints", metav1.ConditionTrue},
+		{createdCondition(job), "Created", mlv1.ReasonResourcesCreated, "bert-checkpoints", metav1.ConditionTrue},
 		{succeededCondition(job, "AllWorkersSucceeded", "done"), "Succeeded", "AllWorkersSucceeded", "done", metav1.ConditionTrue},
-		{failedCondition(job, ReasonPermanentExitCode, "rank 1"), "Failed", ReasonPermanentExitCode, "rank 1", metav1.ConditionTrue},
-		{restartingCondition(job, ReasonWorkerFailed, "rank 0 exit 1"), "Restarting", ReasonWorkerFailed, "rank 0", metav1.ConditionTrue},
-		{restartDoneCondition(job, "Evicted: rank 0"), "Restarting", ReasonGangRecreated, "attempt 3 created after 1 restarts and 2 disruptions; last restart: Evicted: rank 0", metav1.ConditionFalse},
-		{suspendedCondition(job, true), "Suspended", ReasonSuspended, "suspend is true", metav1.ConditionTrue},
-		{suspendedCondition(job, false), "Suspended", ReasonResumed, "suspend is false", metav1.ConditionFalse},
-		{progressCondition(job, errors.New("refused"), "http://x/metrics"), ConditionProgressAvailable, ReasonScrapeFailed, "refused", metav1.ConditionFalse},
-		{progressCondition(job, nil, "http://x/metrics"), ConditionProgressAvailable, ReasonScraped, "http://x/metrics", metav1.ConditionTrue},
+		{failedCondition(job, mlv1.ReasonPermanentExitCode, "rank 1"), "Failed", mlv1.ReasonPermanentExitCode, "rank 1", metav1.ConditionTrue},
+		{restartingCondition(job, mlv1.ReasonWorkerFailed, "rank 0 exit 1"), "Restarting", mlv1.ReasonWorkerFailed, "rank 0", metav1.ConditionTrue},
+		{restartDoneCondition(job, "Evicted: rank 0"), "Restarting", mlv1.ReasonGangRecreated, "attempt 3 created after 1 restarts and 2 disruptions; last restart: Evicted: rank 0", metav1.ConditionFalse},
+		{suspendedCondition(job, true), "Suspended", mlv1.ReasonSuspended, "suspend is true", metav1.ConditionTrue},
+		{suspendedCondition(job, false), "Suspended", mlv1.ReasonResumed, "suspend is false", metav1.ConditionFalse},
+		{progressCondition(job, errors.New("refused"), "http://x/metrics"), mlv1.TrainingJobProgressAvailable, mlv1.ReasonScrapeFailed, "refused", metav1.ConditionFalse},
+		{progressCondition(job, nil, "http://x/metrics"), mlv1.TrainingJobProgressAvailable, mlv1.ReasonScraped, "http://x/metrics", metav1.ConditionTrue},
 	} {
 		c := tt.got
 		if c.Type != tt.typ || c.Reason != tt.reason || c.Status != tt.status || c.ObservedGeneration != 2 || !strings.Contains(c.Message, tt.msgContains) {
@@ -166,7 +166,7 @@ func TestUnschedulableCondition(t *testing.T) {
 	other := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}
 
 	c := unschedulableCondition(pending, []*corev1.Pod{mk(2, "", unsched), mk(0, "n1", nil), mk(1, "", unsched)})
-	if c.Reason != ReasonUnschedulable || c.Status != metav1.ConditionFalse ||
+	if c.Reason != mlv1.ReasonUnschedulable || c.Status != metav1.ConditionFalse ||
 		!strings.Contains(c.Message, "rank 1 (pod "+mlv1.WorkerPodName(job.Name, 1)+") is unschedulable: 0/6 nodes are available: 4 Insufficient nvidia.com/gpu.") {
 		t.Errorf("condition %+v", c)
 	}

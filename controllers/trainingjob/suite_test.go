@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -24,11 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
-	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -291,105 +288,4 @@ func step(t *testing.T, job *mlv1.TrainingJob, d time.Duration) {
 	t.Helper()
 	clk.Step(d)
 	poke(t, job)
-}
-
-// watchStates records, in order and without repeats, every state the API
-// server stores for a job; call the returned function to read them.
-func watchStates(t *testing.T, namespace, name string) func() []mlv1.TrainingJobState {
-	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: manager.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(ctx, &mlv1.TrainingJobList{}, client.InNamespace(namespace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var states []mlv1.TrainingJobState
-	go func() {
-		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*mlv1.TrainingJob)
-			if !ok || j.Name != name || j.Status.State == "" {
-				continue
-			}
-			mu.Lock()
-			if len(states) == 0 || states[len(states)-1] != j.Status.State {
-				states = append(states, j.Status.State)
-			}
-			mu.Unlock()
-		}
-	}()
-	return func() []mlv1.TrainingJobState {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]mlv1.TrainingJobState(nil), states...)
-	}
-}
-
-// reconcilePasses is how many passes the TrainingJob controller has run.
-func reconcilePasses(t *testing.T) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "trainingjob_operator_reconcile_duration_seconds" {
-			return float64(f.GetMetric()[0].GetHistogram().GetSampleCount())
-		}
-	}
-	return 0
-}
-
-// eventReasons lists the reasons of the events on a job.
-func eventReasons(t *testing.T, job *mlv1.TrainingJob) map[string]string {
-	t.Helper()
-	var list eventsv1.EventList
-	if err := env.Client.List(ctx, &list, client.InNamespace(job.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == job.Name {
-			out[e.Reason] = e.Note
-		}
-	}
-	return out
-}
-
-// waitEvents waits until the job has events with every reason.
-func waitEvents(t *testing.T, job *mlv1.TrainingJob, reasons ...string) map[string]string {
-	t.Helper()
-	var got map[string]string
-	testutil.Eventually(t, func() bool {
-		got = eventReasons(t, job)
-		for _, r := range reasons {
-			if _, ok := got[r]; !ok {
-				return false
-			}
-		}
-		return true
-	}, "events", reasons)
-	return got
-}
-
-// envOf is a container's env as a map.
-func envOf(p *corev1.Pod) map[string]string {
-	out := map[string]string{}
-	for _, e := range p.Spec.Containers[0].Env {
-		out[e.Name] = e.Value
-	}
-	return out
-}
-
-// condition returns a job condition, or nil.
-func condition(j *mlv1.TrainingJob, t string) *struct{ Status, Reason, Message string } {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t {
-			return &struct{ Status, Reason, Message string }{string(c.Status), c.Reason, c.Message}
-		}
-	}
-	return nil
 }

@@ -15,7 +15,8 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
+	"github.com/ml-operator/ml-operator/internal/integrations/mlflow/mlflowtest"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -29,7 +30,7 @@ import (
 // seen the deletion (as the namespace controller acts once its own informer
 // has).
 func TestNamespaceDeletionCreatesNothing(t *testing.T) {
-	f := newFakeMLflow(t)
+	f := mlflowtest.NewServer(t)
 	ns := testutil.Namespace(t, env.Client)
 	plain := create(t, testutil.TrainingJob("plain", ns).Workers(3).GPUs(0))
 	tracked := testutil.TrainingJob("tracked", ns).Workers(2).GPUs(0)
@@ -38,7 +39,7 @@ func TestNamespaceDeletionCreatesNothing(t *testing.T) {
 	runGang(t, jobs[0], 3, 0)
 	runGang(t, jobs[1], 2, 0)
 	j := waitJob(t, jobs[1], "run id and finalizer", func(j *mlv1.TrainingJob) bool {
-		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, trainingjob.MLflowRunFinalizer)
+		return j.Status.MLflowRunID != "" && controllerutil.ContainsFinalizer(j, mlv1.MLflowRunFinalizer)
 	})
 	runID := j.Status.MLflowRunID
 	// Events follow their pass's status write: wait for the last ones.
@@ -74,9 +75,9 @@ func TestNamespaceDeletionCreatesNothing(t *testing.T) {
 	for _, job := range jobs {
 		waitGone(t, job, "job gone once its finalizer work is done")
 	}
-	run, ok := f.run(runID)
+	run, ok := f.Run(runID)
 	require.True(t, ok)
-	assert.Equal(t, trainingjob.MLflowRunKilled, run.Status, "the MLflow run is ended although the namespace is being deleted")
+	assert.Equal(t, mlflow.RunKilled, run.Status, "the MLflow run is ended although the namespace is being deleted")
 
 	assert.Zero(t, writes.inNamespace(ns, "create")-creates, "creates (pods, Services, ConfigMaps, PVCs) after the namespace's deletion")
 	assert.Zero(t, writes.inNamespace(ns, "event")-events, "events after the namespace's deletion")

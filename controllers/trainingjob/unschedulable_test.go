@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -32,7 +31,7 @@ func TestUnschedulableRankShowsInRunningCondition(t *testing.T) {
 
 	j := waitJob(t, job, "Running=False Unschedulable", func(j *mlv1.TrainingJob) bool {
 		c := condition(j, mlv1.TrainingJobRunning)
-		return c != nil && c.Status == "False" && c.Reason == trainingjob.ReasonUnschedulable
+		return c != nil && c.Status == "False" && c.Reason == mlv1.ReasonUnschedulable
 	})
 	msg := condition(j, mlv1.TrainingJobRunning).Message
 	assert.Contains(t, msg, "rank 1")
@@ -43,6 +42,6 @@ func TestUnschedulableRankShowsInRunningCondition(t *testing.T) {
 	setPhase(t, job, 1, corev1.PodRunning)
 	j = waitState(t, job, mlv1.StateRunning)
 	c := condition(j, mlv1.TrainingJobRunning)
-	assert.Equal(t, trainingjob.ReasonAllWorkersRunning, c.Reason)
+	assert.Equal(t, mlv1.ReasonAllWorkersRunning, c.Reason)
 	assert.False(t, strings.Contains(c.Message, "Insufficient"), c.Message)
 }

@@ -52,9 +52,10 @@ func transformPod(obj any) (any, error) {
 //     version), annotations, owner references, UID, creation and deletion
 //     timestamps;
 //   - spec.nodeName (the node-loss check and the node index);
-//   - per container: name, image, resources (the job's allocated GPUs) and
-//     env (the TrainingJob controller reads back the NUM_WORKERS and
-//     TF_CONFIG a gang was created with, to see a rescale);
+//   - per container: name and resources (the job's allocated GPUs). Env
+//     and image are dropped: a gang's shape is read from the pod's labels
+//     (ml.example.com/num-workers, ml.example.com/tf-cluster-hash), never
+//     from its env, and no controller reads a cached pod's image;
 //   - the whole status (phase, reason, message, conditions, container
 //     states and exit codes, pod IP for the progress scrape).
 //
@@ -66,7 +67,7 @@ func trimPod(pod *corev1.Pod) *corev1.Pod {
 	out.Spec.Containers = make([]corev1.Container, 0, len(pod.Spec.Containers))
 	for _, c := range pod.Spec.Containers {
 		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
-			Name: c.Name, Image: c.Image, Resources: c.Resources, Env: c.Env,
+			Name: c.Name, Resources: c.Resources,
 		})
 	}
 	return out

@@ -63,8 +63,9 @@ func TestTransformPodKeepsWhatTheControllersRead(t *testing.T) {
 	require.Len(t, pod.Spec.Containers, 1)
 	c := pod.Spec.Containers[0]
 	assert.Equal(t, "trainer", c.Name)
-	assert.Equal(t, in.Spec.Containers[0].Env, c.Env, "env (NUM_WORKERS, TF_CONFIG are read back)")
 	assert.Equal(t, in.Spec.Containers[0].Resources, c.Resources, "resources (allocated GPUs)")
+	assert.Empty(t, c.Env, "env is not read back: the gang's shape is in the labels")
+	assert.Empty(t, c.Image)
 
 	assert.Empty(t, pod.Spec.Volumes)
 	assert.Empty(t, pod.Spec.Tolerations)

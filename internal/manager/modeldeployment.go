@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 	"github.com/ml-operator/ml-operator/internal/netguard"
 )
 
@@ -43,7 +44,7 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		if opts.DialLoopbackOnly {
 			rt = netguard.Transport(true, 2*time.Second, true)
 		}
-		src, err := modeldeployment.NewPrometheusSource(opts.PrometheusURL, rt)
+		src, err := prometheus.NewHTTPSource(opts.PrometheusURL, rt)
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -127,14 +126,14 @@ func newPlan(rng *rand.Rand, i int, phase string, maxRanks int) *plan {
 		p.sim["sim.ml.example.com/fail-rank"] = rank
 		p.sim["sim.ml.example.com/fail-after"] = secs(rng, 1, 4)
 		p.sim["sim.ml.example.com/exit-code"] = strconv.Itoa(p.exitCode)
-		p.want = expectation{state: mlv1.StateFailed, reason: trainingjob.ReasonBackoffLimitExceeded, restarts: 1}
+		p.want = expectation{state: mlv1.StateFailed, reason: mlv1.ReasonBackoffLimitExceeded, restarts: 1}
 	case permanent:
 		p.exitCode = 1 + rng.IntN(127)
 		p.policy = mlv1.RestartPolicyExitCode
 		p.sim["sim.ml.example.com/fail-rank"] = rank
 		p.sim["sim.ml.example.com/fail-after"] = secs(rng, 1, 4)
 		p.sim["sim.ml.example.com/exit-code"] = strconv.Itoa(p.exitCode)
-		p.want = expectation{state: mlv1.StateFailed, reason: trainingjob.ReasonPermanentExitCode}
+		p.want = expectation{state: mlv1.StateFailed, reason: mlv1.ReasonPermanentExitCode}
 	case evicted:
 		p.backoff = 0
 		p.sim["sim.ml.example.com/evict-rank"] = rank

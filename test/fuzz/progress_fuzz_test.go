@@ -14,6 +14,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -65,7 +66,7 @@ func FuzzProgressScrape(f *testing.F) {
 	srv := &progressServer{}
 	ts := httptest.NewServer(srv)
 	f.Cleanup(ts.Close)
-	scraper := trainingjob.NewHTTPScraper()
+	scraper := progress.NewHTTPScraper()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := start.Add(time.Hour)
 

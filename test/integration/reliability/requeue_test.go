@@ -108,7 +108,7 @@ func TestDeadlineAndTTLAreRequeues(t *testing.T) {
 	res = passSettled(t, r, key)
 	job := getJob(t, key)
 	require.Equal(t, mlv1.StateFailed, job.Status.State)
-	assert.Equal(t, trainingjob.ReasonDeadlineExceeded, job.Status.Conditions[len(job.Status.Conditions)-1].Reason)
+	assert.Equal(t, mlv1.ReasonDeadlineExceeded, job.Status.Conditions[len(job.Status.Conditions)-1].Reason)
 	assert.Equal(t, 30*time.Second, res.RequeueAfter, "woken when the TTL is up")
 
 	clk.Step(30 * time.Second)

@@ -20,6 +20,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -228,7 +229,7 @@ func gangRestartUnderConflicts(t *testing.T, parity int) {
 		assert.Equal(t, "1", p.Labels[mlv1.LabelRestartAttempt], "pod %s", p.Name)
 	}
 	assert.GreaterOrEqual(t, conflicts, 4, "conflicts met")
-	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 2, "Running": 2, trainingjob.ReasonWorkerFailed: 1}, eventReasons(rec),
+	assert.Equal(t, map[string]int{"Created": 1, "WorkersCreated": 2, "Running": 2, mlv1.ReasonWorkerFailed: 1}, eventReasons(rec),
 		"one restart event, and each attempt's events once")
 }
 
@@ -359,10 +360,10 @@ type countingScraper struct {
 	calls int
 }
 
-func (s *countingScraper) Scrape(context.Context, string) (trainingjob.Progress, error) {
+func (s *countingScraper) Scrape(context.Context, string) (progress.Report, error) {
 	s.calls++
 	epoch, total := s.epoch, 10.0
-	return trainingjob.Progress{Epoch: &epoch, TotalEpochs: &total}, nil
+	return progress.Report{Epoch: &epoch, TotalEpochs: &total}, nil
 }
 
 // A scrape whose status write is lost to conflicts is applied again by the

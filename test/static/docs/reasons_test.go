@@ -91,6 +91,8 @@ func TestReasonExtractionRule(t *testing.T) {
 const (
 	CondRestarting = "Restarting"
 	aliasOf = CondRestarting
+	ReasonHandedOn = "HandedOn"
+	ReasonNeverNamed = "NeverNamed"
 )
 type State string
 const StateX State = "TypedConst"
@@ -125,6 +127,8 @@ func f(c *cond, d decision) {
 	d.emit(0, mlv1.StateX)
 	if c.Reason == "ComparedOnly" {
 	}
+	failure := mlv1.ReasonHandedOn
+	_ = failure
 	c.Reason = ""
 	c.Reason = d.reason
 }
@@ -133,7 +137,7 @@ func f(c *cond, d decision) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"EventLiteral", "FromConst", "LiteralInCondition", "LiteralInDecision",
+	want := []string{"EventLiteral", "FromConst", "HandedOn", "LiteralInCondition", "LiteralInDecision",
 		"LocalReasonVar", "NotAReason", "OnlyEventConst", "Restarting", "SecondOfTuple", "TypedConst"}
 	if g := sortedKeys(got); strings.Join(g, ",") != strings.Join(want, ",") {
 		t.Errorf("reasons found = %v, want %v", g, want)
@@ -346,6 +350,10 @@ func isReasonName(e ast.Expr) bool {
 // reasonsIn finds the reasons the package in dir can set, with file:line.
 // The rule: the value of
 //   - every package-level constant whose name starts with "Reason";
+//   - every constant of another package of this module whose name starts
+//     with "Reason" that the package names (mlv1.ReasonCrashLoop: the
+//     reasons live in api/v1, and a controller may hand one on through a
+//     field or a return value that no rule below sees);
 //   - every struct literal field named Reason or reason (metav1.Condition,
 //     the gang decision, failed versions);
 //   - every assignment to x.Reason, x.reason or a variable named reason;
@@ -384,6 +392,10 @@ func reasonsIn(dir, root string) (map[string]string, error) {
 							}
 						}
 					}
+				}
+			case *ast.SelectorExpr:
+				if strings.HasPrefix(x.Sel.Name, "Reason") {
+					add(f, x)
 				}
 			case *ast.KeyValueExpr:
 				if isReasonName(x.Key) {

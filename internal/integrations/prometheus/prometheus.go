@@ -1,4 +1,8 @@
-package modeldeployment
+// Package prometheus reads a ModelDeployment version's serving metrics (request
+// rate, error rate, latency) from a Prometheus server through its HTTP API.
+// Source is what the ModelDeployment controller calls; HTTPSource asks
+// Prometheus. What the numbers mean for a rollout is the controller's.
+package prometheus
 
 import (
 	"context"
@@ -25,9 +29,9 @@ type VersionMetrics struct {
 	HasLatency       bool
 }
 
-// MetricsSource reads a version's serving metrics. The Prometheus
-// implementation is PrometheusSource; tests may serve canned results.
-type MetricsSource interface {
+// Source reads a version's serving metrics. HTTPSource asks Prometheus;
+// tests may serve canned results.
+type Source interface {
 	VersionMetrics(ctx context.Context, namespace, modelDeployment, version string) (VersionMetrics, error)
 }
 
@@ -42,22 +46,24 @@ const (
 	QueryAverageLatencyMs  = `1000 * sum(rate(http_request_duration_seconds_sum{namespace="%[1]s",pod=~"%[2]s"}[1m])) / sum(rate(http_request_duration_seconds_count{namespace="%[1]s",pod=~"%[2]s"}[1m]))`
 )
 
-// PrometheusSource reads VersionMetrics from a Prometheus server with the
+// HTTPSource reads VersionMetrics from a Prometheus server with the
 // official HTTP API client.
-type PrometheusSource struct {
+type HTTPSource struct {
 	API     promv1.API
 	Timeout time.Duration
 }
 
-// NewPrometheusSource connects to the Prometheus at address (for example
+var _ Source = &HTTPSource{}
+
+// NewHTTPSource connects to the Prometheus at address (for example
 // http://prometheus.monitoring:9090).
 // roundTripper is the HTTP transport (promapi's default when nil).
-func NewPrometheusSource(address string, roundTripper http.RoundTripper) (*PrometheusSource, error) {
+func NewHTTPSource(address string, roundTripper http.RoundTripper) (*HTTPSource, error) {
 	c, err := promapi.NewClient(promapi.Config{Address: address, RoundTripper: roundTripper})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus-url %q: %w", address, err)
 	}
-	return &PrometheusSource{API: promv1.NewAPI(c), Timeout: 5 * time.Second}, nil
+	return &HTTPSource{API: promv1.NewAPI(c), Timeout: 5 * time.Second}, nil
 }
 
 // podRegex matches the pods of Deployment <md>-<version>: <deployment>-<rs hash>-<pod suffix>.
@@ -65,8 +71,8 @@ func podRegex(md, version string) string {
 	return fmt.Sprintf("%s-%s-[a-z0-9]+-[a-z0-9]+", md, version)
 }
 
-// VersionMetrics implements MetricsSource.
-func (p *PrometheusSource) VersionMetrics(ctx context.Context, namespace, md, version string) (VersionMetrics, error) {
+// VersionMetrics implements Source.
+func (p *HTTPSource) VersionMetrics(ctx context.Context, namespace, md, version string) (VersionMetrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	pods := podRegex(md, version)
@@ -87,7 +93,7 @@ func (p *PrometheusSource) VersionMetrics(ctx context.Context, namespace, md, ve
 
 // scalar runs an instant query and returns its single value; ok is false
 // when the result is empty or not a number (no traffic yet).
-func (p *PrometheusSource) scalar(ctx context.Context, query string) (float64, bool, error) {
+func (p *HTTPSource) scalar(ctx context.Context, query string) (float64, bool, error) {
 	v, _, err := p.API.Query(ctx, query, time.Time{})
 	if err != nil {
 		return 0, false, fmt.Errorf("prometheus query %q: %w", query, err)

@@ -1,0 +1,97 @@
+package v1
+
+// The conditions, reasons, event reasons and history outcomes a
+// ModelDeployment shows. Their strings are part of the contract:
+// docs/operations.md documents each reason (test/docs checks it).
+
+// Condition types of a ModelDeployment.
+const (
+	ModelDeploymentReady       = "Ready"
+	ModelDeploymentHealthy     = "Healthy"
+	ModelDeploymentScaled      = "Scaled"
+	ModelDeploymentProgressing = "Progressing"
+	ModelDeploymentRolledBack  = "RolledBack"
+)
+
+// Reasons of the Ready condition.
+const (
+	// ReasonServing: at least one version has a Ready pod.
+	ReasonServing = "Serving"
+	// ReasonNoVersionReady: no version has a Ready pod yet.
+	ReasonNoVersionReady = "NoVersionReady"
+)
+
+// Reasons of the Healthy condition (besides the failure reasons below).
+const (
+	// ReasonHealthy: every version has at least 80% of its replicas Ready.
+	ReasonHealthy = "Healthy"
+	// ReasonDegraded: a version has fewer than 80% of its replicas Ready.
+	ReasonDegraded = "Degraded"
+)
+
+// Reasons of the Scaled condition.
+const (
+	// ReasonScalingComplete: every version has its desired replicas.
+	ReasonScalingComplete = "ScalingComplete"
+	// ReasonScaling: a version is still scaling.
+	ReasonScaling = "Scaling"
+)
+
+// Reasons of the Progressing condition.
+const (
+	// ReasonRolloutInProgress: a version is rolling out.
+	ReasonRolloutInProgress = "RolloutInProgress"
+	// ReasonRolloutComplete: every version is rolled out.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonDraining: removed versions are draining.
+	ReasonDraining = "Draining"
+	// ReasonRolloutFailed: a version of this generation was rolled back; a spec change retries it.
+	ReasonRolloutFailed = "RolloutFailed"
+)
+
+// Reasons of the RolledBack condition (besides the failure reasons below).
+const (
+	// ReasonNoRollback: no version is rolled back.
+	ReasonNoRollback = "NoRollback"
+)
+
+// Reasons a version's rollout fails. They appear in status.failedVersions,
+// the Healthy, Progressing and RolledBack conditions and the rollback events.
+const (
+	// ReasonProgressDeadlineExceeded: no Ready pod within the progress deadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+	// ReasonCrashLoop: pods keep crashing past the failure threshold.
+	ReasonCrashLoop = "CrashLoop"
+	// ReasonErrorRate: Prometheus reports an error rate over the limit.
+	ReasonErrorRate = "ErrorRate"
+	// ReasonLatency: Prometheus reports a latency over the limit.
+	ReasonLatency = "Latency"
+)
+
+// Reasons of the events on a ModelDeployment, besides EventCreated.
+const (
+	// EventScaled: a version's replicas changed.
+	EventScaled = "Scaled"
+	// EventDegraded: the Healthy condition turned False.
+	EventDegraded = "Degraded"
+	// EventRemediated: crash-looping pods were deleted.
+	EventRemediated = "Remediated"
+	// EventRolledBack: a failing version was rolled back.
+	EventRolledBack = "RolledBack"
+	// EventPromoted: a generation finished rolling out.
+	EventPromoted = "Promoted"
+	// EventVersionRemoved: a removed version drained and was deleted.
+	EventVersionRemoved = "VersionRemoved"
+)
+
+// Outcomes of a status.history entry.
+const (
+	// OutcomeProgressing: the version set is rolling out.
+	OutcomeProgressing = "Progressing"
+	// OutcomeSucceeded: it rolled out.
+	OutcomeSucceeded = "Succeeded"
+	// OutcomeRolledBack: a version of it was rolled back.
+	OutcomeRolledBack = "RolledBack"
+	// OutcomeSuperseded: a newer version set replaced it before it rolled out.
+	OutcomeSuperseded = "Superseded"
+)

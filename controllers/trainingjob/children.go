@@ -1,0 +1,221 @@
+package trainingjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+)
+
+// ensureResources creates the Service, ConfigMap and checkpoint PVC when missing.
+func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
+	job := p.job
+	objs := []client.Object{desiredService(job), desiredConfigMap(job)}
+	if pvc := desiredPVC(job); pvc != nil {
+		objs = append(objs, pvc)
+	}
+	for _, obj := range objs {
+		existing := obj.DeepCopyObject().(client.Object)
+		err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		if err == nil {
+			if pvc, ok := existing.(*corev1.PersistentVolumeClaim); ok {
+				if err := r.syncPVCOwnership(ctx, job, pvc); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+		}
+		if err := r.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	st := &job.Status
+	if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobCreated); c == nil || c.Status != metav1.ConditionTrue {
+		setCondition(st, createdCondition(job), metav1.NewTime(p.now))
+		p.event(corev1.EventTypeNormal, mlv1.EventCreated, "%s", createdCondition(job).Message)
+		ns := job.Namespace
+		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns).Inc() })
+	}
+	return nil
+}
+
+// runGang keeps the current attempt's gang going. Once the older
+// attempts' pods are gone (names repeat across attempts, and old and new
+// ranks must never meet) and, after a failure, the backoff has passed, it
+// creates the missing pods; then it reports the gang's state, and tracks
+// its MLflow run and progress.
+func (r *Reconciler) runGang(ctx context.Context, p *pass, g attemptPods) error {
+	job, st := p.job, &p.job.Status
+	if len(g.stale) > 0 {
+		// The old attempt's pods are still going; their deletion requeues.
+		st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
+		return nil
+	}
+	if st.State == mlv1.StateRestarting {
+		if wait := r.backoffUntil(job); p.now.Before(wait) {
+			p.requeue(wait)
+			return nil
+		}
+	}
+	inFlight, err := r.createMissing(ctx, p, g.current, g.ps, g.attempt)
+	if err != nil {
+		return err
+	}
+	// Count pods the API server has but the cache does not show yet, so the
+	// pass that sees them arrive has nothing new to write.
+	observeWorkers(st, append(g.current, inFlight...), job.Spec.EffectiveGPUResourceName())
+	r.updateActiveState(p, g.current)
+	r.ensureMLflowRun(ctx, p)
+	if st.State == mlv1.StateRunning {
+		r.scrapeProgress(ctx, p, g.current)
+	}
+	return nil
+}
+
+// createMissing creates the pods of ranks that have none, in parallel with
+// a bounded fan-out. It returns the worker pods that exist on the API server
+// but not (yet) in the cache: those it created and those an earlier pass did.
+func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*corev1.Pod, attempt int32) ([]*corev1.Pod, error) {
+	job := p.job
+	have := map[string]bool{}
+	for _, pod := range append(append([]*corev1.Pod(nil), current...), ps...) {
+		have[pod.Name] = true
+	}
+	var want []*corev1.Pod
+	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+		want = append(want, desiredWorkerPod(job, rank, attempt, &r.cfg))
+	}
+	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
+		for i := int32(0); i < job.Spec.ParameterServers; i++ {
+			want = append(want, desiredPSPod(job, i, attempt, &r.cfg))
+		}
+	}
+	var missing, inFlight []*corev1.Pod
+	for _, pod := range want {
+		if have[pod.Name] {
+			continue
+		}
+		if r.expect.pendingCreate(job.UID, createKey(pod.Name, attempt), p.now) {
+			inFlight = append(inFlight, pod)
+			continue
+		}
+		missing = append(missing, pod)
+	}
+	if len(missing) == 0 {
+		return workersOnly(inFlight), nil
+	}
+	// A gang scheduler's PodGroup exists before the pods that name it.
+	gang := desiredGang(job, attempt, want)
+	scheduler, grouped, err := r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang)
+	if err != nil {
+		return workersOnly(inFlight), err
+	}
+	if grouped {
+		for _, pod := range missing {
+			scheduler.Join(pod, gang.Name)
+		}
+	}
+	var mu sync.Mutex
+	sem := make(chan struct{}, r.cfg.CreateParallelism)
+	errs := make(chan error, len(missing))
+	for _, pod := range missing {
+		sem <- struct{}{}
+		go func(pod *corev1.Pod) {
+			defer func() { <-sem }()
+			start := time.Now()
+			err := r.client.Create(ctx, pod)
+			podCreationLatency.Observe(time.Since(start).Seconds())
+			switch {
+			case err == nil:
+				r.expect.created(job.UID, createKey(pod.Name, attempt), p.now)
+				mu.Lock()
+				inFlight = append(inFlight, pod)
+				mu.Unlock()
+			case apierrors.IsAlreadyExists(err):
+				// Created by an earlier pass the cache has not shown yet.
+			default:
+				errs <- fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			}
+		}(pod)
+	}
+	for i := 0; i < cap(sem); i++ {
+		sem <- struct{}{}
+	}
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	created := len(missing) - len(all)
+	st := &job.Status
+	if created > 0 {
+		if st.StartTime == nil {
+			now := metav1.NewTime(p.now)
+			st.StartTime = &now
+		}
+		p.actionEvent(corev1.EventTypeNormal, mlv1.EventWorkersCreated, "created %d of %d pods (attempt %d)",
+			created, len(want), attempt)
+	}
+	return workersOnly(inFlight), errors.Join(all...)
+}
+
+// deletePods deletes pods that are not already being deleted.
+func (r *Reconciler) deletePods(ctx context.Context, job *mlv1.TrainingJob, pods []*corev1.Pod, now time.Time) error {
+	var errs []error
+	for _, pod := range pods {
+		if pod.DeletionTimestamp != nil || r.expect.pendingDelete(job.UID, pod.UID, now) {
+			continue
+		}
+		err := r.client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting pod %s: %w", pod.Name, err))
+			continue
+		}
+		r.expect.deleted(job.UID, pod.UID, now)
+	}
+	return errors.Join(errs...)
+}
+
+// syncPVCOwnership makes the job own its checkpoint PVC exactly when
+// checkpoints are not retained (retainOnDelete may change at any time).
+func (r *Reconciler) syncPVCOwnership(ctx context.Context, job *mlv1.TrainingJob, pvc *corev1.PersistentVolumeClaim) error {
+	owned := false
+	var others []metav1.OwnerReference
+	for _, ref := range pvc.OwnerReferences {
+		if ref.UID == job.UID {
+			owned = true
+		} else {
+			others = append(others, ref)
+		}
+	}
+	want := !job.Spec.RetainCheckpoints()
+	if owned == want {
+		return nil
+	}
+	orig := pvc.DeepCopy()
+	if want {
+		if metav1.GetControllerOf(pvc) != nil {
+			// Someone else controls it; never take it over.
+			return nil
+		}
+		pvc.OwnerReferences = append(pvc.OwnerReferences, ownerRef(job))
+	} else {
+		pvc.OwnerReferences = others
+	}
+	if err := r.client.Patch(ctx, pvc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating the owner of checkpoint PVC %s (retainOnDelete %t): %w", pvc.Name, !want, err)
+	}
+	return nil
+}

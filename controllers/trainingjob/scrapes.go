@@ -1,0 +1,116 @@
+package trainingjob
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ml-operator/ml-operator/internal/integrations/progress"
+)
+
+// scrapeTracker rate-limits scrapes per job: at most one per interval, and
+// backing off (doubling, capped) while scrapes fail.
+type scrapeTracker struct {
+	mu      sync.Mutex
+	entries map[types.NamespacedName]scrapeEntry
+}
+
+type scrapeEntry struct {
+	next     time.Time
+	failures int
+	// The rate baseline of attempt baseAttempt, if set.
+	base        rateBaseline
+	baseAttempt int32
+	// pending is the last scrape's outcome until a status write carries it:
+	// a pass whose write is lost applies it again instead of scraping
+	// before the interval is up.
+	pending *scrapeResult
+}
+
+// scrapeResult is one scrape's outcome.
+type scrapeResult struct {
+	report  progress.Report
+	err     error
+	url     string
+	at      time.Time
+	attempt int32
+}
+
+func newScrapeTracker() *scrapeTracker {
+	return &scrapeTracker{entries: map[types.NamespacedName]scrapeEntry{}}
+}
+
+// due reports whether a job may be scraped at now, and otherwise when.
+func (t *scrapeTracker) due(key types.NamespacedName, now time.Time) (bool, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[key]
+	if !ok || !now.Before(e.next) {
+		return true, time.Time{}
+	}
+	return false, e.next
+}
+
+// record notes a scrape's outcome and returns when the next one is due.
+func (t *scrapeTracker) record(key types.NamespacedName, now time.Time, ok bool, interval, maxBackoff time.Duration) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	if ok {
+		e.failures = 0
+		e.next = now.Add(interval)
+	} else {
+		e.failures++
+		e.next = now.Add(min(backoffFor(int32(e.failures), interval, maxBackoff), maxBackoff))
+	}
+	t.entries[key] = e
+	return e.next
+}
+
+// baseline returns the rate baseline of a job's attempt, setting it to
+// (epoch, now) at the attempt's first call.
+func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) rateBaseline {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	if e.base.at.IsZero() || e.baseAttempt != attempt {
+		e.base, e.baseAttempt = rateBaseline{epoch: epoch, at: now}, attempt
+		t.entries[key] = e
+	}
+	return e.base
+}
+
+// pend keeps a scrape's outcome until a status write carries it.
+func (t *scrapeTracker) pend(key types.NamespacedName, res scrapeResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	e.pending = &res
+	t.entries[key] = e
+}
+
+// unwritten returns the last scrape's outcome if no status write has
+// carried it yet, and nil otherwise.
+func (t *scrapeTracker) unwritten(key types.NamespacedName) *scrapeResult {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.entries[key].pending
+}
+
+// written notes that the job's status now carries the last scrape.
+func (t *scrapeTracker) written(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.entries[key]; ok && e.pending != nil {
+		e.pending = nil
+		t.entries[key] = e
+	}
+}
+
+// forget drops a job's entry.
+func (t *scrapeTracker) forget(key types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.entries, key)
+}

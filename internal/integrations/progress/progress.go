@@ -1,0 +1,136 @@
+// Package progress reads the progress contract rank 0 of a TrainingJob
+// serves: Prometheus text gauges over HTTP (docs/user-guide.md, "The
+// progress contract for trainer authors"). It only reads and parses; what
+// the values mean for a job's status is the TrainingJob controller's.
+package progress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The gauges of the progress contract, served by rank 0.
+const (
+	MetricEpoch               = "training_epoch"
+	MetricTotalEpochs         = "training_total_epochs"
+	MetricLoss                = "training_loss"
+	MetricAccuracy            = "training_accuracy"
+	MetricThroughput          = "training_throughput_samples_per_second"
+	MetricCheckpointEpoch     = "training_checkpoint_epoch"
+	MetricCheckpointTimestamp = "training_checkpoint_timestamp_seconds"
+)
+
+// Report is what rank 0 reported; nil fields were not served (or were NaN
+// or infinite).
+type Report struct {
+	Epoch               *float64
+	TotalEpochs         *float64
+	Loss                *float64
+	Accuracy            *float64
+	Throughput          *float64
+	CheckpointEpoch     *float64
+	CheckpointTimestamp *float64
+}
+
+// Scraper reads rank 0's progress from its metrics URL. HTTPScraper is the
+// implementation; tests serve canned reports.
+type Scraper interface {
+	Scrape(ctx context.Context, url string) (Report, error)
+}
+
+// HTTPScraper reads the Prometheus text format over HTTP.
+type HTTPScraper struct {
+	// Client is the HTTP client; its timeout bounds a scrape.
+	Client *http.Client
+}
+
+var _ Scraper = &HTTPScraper{}
+
+// NewHTTPScraper returns a scraper with a short timeout: a scrape blocks a
+// reconcile worker, and a slow trainer must not stall the others.
+func NewHTTPScraper() *HTTPScraper {
+	return &HTTPScraper{Client: &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		DialContext:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		DisableKeepAlives: true,
+	}}}
+}
+
+// Scrape fetches url and parses the gauges of the progress contract.
+func (s *HTTPScraper) Scrape(ctx context.Context, url string) (Report, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Report{}, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return Report{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Report{}, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return Parse(io.LimitReader(resp.Body, 4<<20))
+}
+
+// Parse reads the progress gauges from Prometheus text. The text comes from
+// the user's code; the Prometheus parser has panicked on some inputs, so a
+// panic is turned into an error: a trainer's output must never take the
+// operator down.
+func Parse(r io.Reader) (p Report, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			p, err = Report{}, fmt.Errorf("parsing Prometheus text: the parser failed on this input: %v", rec)
+		}
+	}()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return Report{}, fmt.Errorf("parsing Prometheus text: %w", err)
+	}
+	value := func(name string) *float64 {
+		mf, ok := families[name]
+		if !ok || len(mf.GetMetric()) == 0 {
+			return nil
+		}
+		v := metricValue(mf.GetMetric()[0])
+		if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
+			return nil
+		}
+		return v
+	}
+	return Report{
+		Epoch:               value(MetricEpoch),
+		TotalEpochs:         value(MetricTotalEpochs),
+		Loss:                value(MetricLoss),
+		Accuracy:            value(MetricAccuracy),
+		Throughput:          value(MetricThroughput),
+		CheckpointEpoch:     value(MetricCheckpointEpoch),
+		CheckpointTimestamp: value(MetricCheckpointTimestamp),
+	}, nil
+}
+
+// metricValue is a gauge's (or untyped or counter) value.
+func metricValue(m *dto.Metric) *float64 {
+	var v float64
+	switch {
+	case m.GetGauge() != nil:
+		v = m.GetGauge().GetValue()
+	case m.GetUntyped() != nil:
+		v = m.GetUntyped().GetValue()
+	case m.GetCounter() != nil:
+		v = m.GetCounter().GetValue()
+	default:
+		return nil
+	}
+	return &v
+}

@@ -45,6 +45,10 @@ type APICall struct {
 	Name        string
 	Code        int
 	Reason      string
+	// Decision is the authorizer's: "allow" or "forbid". A 403 with
+	// "allow" was refused after authorization (by admission, e.g. a
+	// namespace being deleted), not by RBAC.
+	Decision string
 }
 
 // Permission is what RBAC is asked: the verb on group/resource[/subresource].
@@ -77,8 +81,13 @@ type auditEvent struct {
 		Code   int    `json:"code"`
 		Reason string `json:"reason"`
 	} `json:"responseStatus"`
-	Stage string `json:"stage"`
+	Stage       string            `json:"stage"`
+	Annotations map[string]string `json:"annotations"`
 }
+
+// decisionAnnotation is where kube-apiserver's audit records the
+// authorizer's decision.
+const decisionAnnotation = "authorization.k8s.io/decision"
 
 // ReadAudit returns the requests user made, once each in the order they
 // started, from an audit log in JSON lines (kube-apiserver's
@@ -108,6 +117,7 @@ func ReadAudit(path, user string) ([]APICall, error) {
 			User: e.User.Username, Verb: e.Verb,
 			Group: e.ObjectRef.APIGroup, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource,
 			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name,
+			Decision: e.Annotations[decisionAnnotation],
 		}
 		if e.ResponseStatus != nil {
 			c.Code, c.Reason = e.ResponseStatus.Code, e.ResponseStatus.Reason
@@ -123,11 +133,12 @@ func ReadAudit(path, user string) ([]APICall, error) {
 }
 
 // Forbidden lists, sorted and once each, the permissions of the calls RBAC
-// refused (403), with an example object.
+// refused (403 with the authorizer's decision "forbid"), with an example
+// object. A 403 from admission (a namespace being deleted) is not RBAC's.
 func Forbidden(calls []APICall) []string {
 	seen := map[string]string{}
 	for _, c := range calls {
-		if c.Code != 403 {
+		if c.Code != 403 || c.Decision != "forbid" {
 			continue
 		}
 		if _, ok := seen[c.Permission()]; !ok {

@@ -5,6 +5,7 @@ package e2ereal
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,13 +15,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
+	"github.com/ml-operator/ml-operator/internal/images"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/internal/manifests"
+	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
 // seedDir holds the users' seed manifests, unchanged.
@@ -36,21 +42,29 @@ func applySeed(t *testing.T, file string) []*unstructured.Unstructured {
 	require.NoError(t, err)
 	for _, o := range objs {
 		if ns := o.GetNamespace(); ns != "" {
-			nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-			if err := node.Client.Create(ctx, nsObj); err == nil {
-				t.Cleanup(func() { _ = node.Client.Delete(context.Background(), nsObj) })
-			} else {
-				require.True(t, apierrors.IsAlreadyExists(err), "namespace %s: %v", ns, err)
-			}
-			require.Eventually(t, func() bool {
-				return node.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
-			}, 30*time.Second, 250*time.Millisecond, "default service account in %s", ns)
+			ensureNamespace(t, ns)
 		}
 		require.NoError(t, opClient.Create(ctx, o.DeepCopy()), "%s %s from %s", o.GetKind(), o.GetName(), file)
 		obj := o.DeepCopy()
 		t.Cleanup(func() { _ = opClient.Delete(context.Background(), obj) })
 	}
 	return objs
+}
+
+// ensureNamespace makes the namespace ns when it is missing (deleting it
+// after the test) and waits for its default service account.
+func ensureNamespace(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := node.Client.Create(ctx, nsObj); err == nil {
+		t.Cleanup(func() { _ = node.Client.Delete(context.Background(), nsObj) })
+	} else {
+		require.True(t, apierrors.IsAlreadyExists(err), "namespace %s: %v", ns, err)
+	}
+	require.Eventually(t, func() bool {
+		return node.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
+	}, 30*time.Second, 250*time.Millisecond, "default service account in %s", ns)
 }
 
 // testConversion: the conversion webhook is reached through its Service. A
@@ -84,47 +98,210 @@ func deref(p *int32) int32 {
 	return *p
 }
 
-// testSeedExamples: the users' seed manifests, applied unchanged. None can
-// run on this node (no GPU; 2 CPUs; images that were never pushed), so
-// each must say why through its status, as docs/trainingjob.md ("Waiting
-// for capacity") promises. The conditions are logged: they are what a user
-// sees with `kubectl describe`.
-func testSeedExamples(t *testing.T) {
-	var jobs []*unstructured.Unstructured
-	for _, f := range []string{"trainingjob-v1-test-job.yaml", "trainingjob-v1alpha1-mnist-training.yaml", "trainingjob-v1alpha1-pytorch-mnist.yaml"} {
-		jobs = append(jobs, applySeed(t, f)...)
+// The seeds name images nobody pushed here and GPUs this machine lacks.
+// The test gives the node what the seeds' own documents assume a cluster
+// has, and nothing more, so each seed meets its real outcome:
+//   - GPUs: seedGPUs nvidia.com/gpu advertised in the node's status, the
+//     way Kubernetes documents advertising extended resources (no device
+//     plugin; the kubelet admits the pods and never touches the devices);
+//   - the images, under the names the seeds and the operator's defaults
+//     use: Debian's PyTorch (the trainer's root filesystem) with `python`,
+//     whose command when none is given is /bin/bash, as in Ubuntu-based
+//     images such as pytorch/pytorch. Neither holds a user's training script;
+//     neither do the real images;
+//   - a documented static PersistentVolume for each checkpoint claim (the
+//     node has no provisioner) and for mnist-training's data claim
+//     training-data-pvc, which the seed expects to exist.
+const seedGPUs = 8
+
+// seedImages are the images the seed jobs run: the operator's default
+// PyTorch image (test-job names none) and the v1alpha1 seeds' image, as the
+// node resolves them.
+var seedImages = []string{manager.DefaultFrameworkImages()["pytorch"], "docker.io/pytorch/pytorch:1.12.0-cuda11.3"}
+
+// advertiseGPUs sets nvidia.com/gpu in the node's capacity (status
+// subresource) and removes it after the test.
+func advertiseGPUs(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	patch := func(v string) error {
+		body := fmt.Sprintf(`{"status":{"capacity":{%q:%s}}}`, mlv1.DefaultGPUResourceName, v)
+		return node.Client.Status().Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: realnode.NodeName}},
+			client.RawPatch(types.StrategicMergePatchType, []byte(body)))
 	}
+	require.NoError(t, patch(fmt.Sprintf("%q", fmt.Sprint(n))))
+	t.Cleanup(func() { _ = patch("null") })
+	// The kubelet carries an extended resource from capacity into
+	// allocatable on its next status update.
+	require.NoError(t, poll(time.Minute, func() bool {
+		got := &corev1.Node{}
+		if node.Client.Get(ctx, client.ObjectKey{Name: realnode.NodeName}, got) != nil {
+			return false
+		}
+		q := got.Status.Allocatable[mlv1.DefaultGPUResourceName]
+		return q.Value() == int64(n)
+	}), "the node's allocatable never showed %d %s", n, mlv1.DefaultGPUResourceName)
+}
+
+// pushSeedImages pushes the stand-in for each of seedImages.
+func pushSeedImages(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	rootfs, err := node.Images.Tarball(ctx, realnode.TrainerRootfs)
+	require.NoError(t, err)
+	shim := filepath.Join(t.TempDir(), "python")
+	require.NoError(t, os.WriteFile(shim, []byte("#!/bin/sh\nexec python3 \"$@\"\n"), 0o755))
+	for _, ref := range seedImages {
+		require.NoError(t, node.PushImage(ctx, images.Spec{
+			Ref:        ref,
+			RootfsTar:  rootfs,
+			Files:      []images.File{{Source: shim, Path: "/usr/local/bin/python", Mode: 0o755}},
+			Cmd:        []string{"/bin/bash"},
+			WorkingDir: "/workspace",
+		}))
+	}
+}
+
+// staticVolume is a hostPath PersistentVolume bound in advance to the
+// claim ns/claim (storage class "", as a claim with none binds when the
+// cluster has no default class).
+func staticVolume(t *testing.T, ns, claim string) {
+	t.Helper()
+	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
+	require.NoError(t, os.MkdirAll(dir, 0o777))
+	require.NoError(t, os.Chmod(dir, 0o777))
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+		},
+	}
+	require.NoError(t, node.Client.Create(context.Background(), pv))
+	t.Cleanup(func() { _ = node.Client.Delete(context.Background(), pv) })
+}
+
+// seedOutcome is what a seed job ends in on this node, and why.
+type seedOutcome struct {
+	file string
+	// state is the terminal state; empty for a job that waits.
+	state mlv1.TrainingJobState
+	// reason is the Succeeded (Completed) or Failed (Failed) condition's
+	// reason for a terminal state, the Running condition's while it waits.
+	reason string
+	// message must match the condition's message.
+	message string
+}
+
+// seedOutcomes are the documented outcomes (docs/local-cluster.md, "A
+// real node"). test-job completes at once: with no command the operator
+// runs the image's default command (issue 20 item 7 restores seed 000's
+// launch command; until then this is today's documented behaviour).
+// mnist-training's script is not in the image: its ranks exit 2, and the
+// gang is restarted backoffLimit (3) times, then fails. pytorch-mnist asks
+// for 2 CPUs per rank, 4 in all, on a node of 2: it waits and says why
+// (docs/trainingjob.md, "Waiting for capacity"); only
+// runPolicy.activeDeadlineSeconds would end that wait.
+var seedOutcomes = []seedOutcome{
+	{file: "trainingjob-v1-test-job.yaml", state: mlv1.StateCompleted, reason: mlv1.ReasonAllWorkersSucceeded},
+	{file: "trainingjob-v1alpha1-mnist-training.yaml", state: mlv1.StateFailed, reason: mlv1.ReasonBackoffLimitExceeded,
+		message: `exit code 2`},
+	{file: "trainingjob-v1alpha1-pytorch-mnist.yaml", reason: mlv1.ReasonUnschedulable,
+		message: `rank 0 \(pod pytorch-mnist-worker-0\) is unschedulable: 0/1 nodes are available: 1 Insufficient cpu`},
+}
+
+// testSeedExamples: the users' seed manifests, applied unchanged, reach
+// their documented outcomes on the real node; the conversion webhook
+// serves the v1alpha1 ones as v1 and the v1 one as v1alpha1; the
+// ModelDeployment, whose image nobody pushed, says why it serves nothing.
+func testSeedExamples(t *testing.T) {
+	advertiseGPUs(t, seedGPUs)
+	pushSeedImages(t)
+	for _, v := range []struct{ ns, claim string }{
+		{"default", "test-job-checkpoints"},
+		{"ml-team", "mnist-training-checkpoints"},
+		{"ml-team", "training-data-pvc"},
+		{"ml-jobs", "pytorch-mnist-checkpoints"},
+	} {
+		staticVolume(t, v.ns, v.claim)
+	}
+	// The claim mnist-training mounts, as its user made it.
+	ensureNamespace(t, "ml-team")
+	dataClaim(t, "ml-team", "training-data-pvc")
+	var jobs []*unstructured.Unstructured
+	for _, o := range seedOutcomes {
+		jobs = append(jobs, applySeed(t, o.file)...)
+	}
+	require.Len(t, jobs, len(seedOutcomes), "one TrainingJob per seed file")
 	md := applySeed(t, "modeldeployment-v1-sentiment-analysis.yaml")[0]
 	t.Run("ConversionWebhookThroughItsService", testConversion)
-	t.Run("TrainingJobsSayWhyTheyWait", func(t *testing.T) { testSeedJobs(t, jobs) })
+	t.Run("TrainingJobsReachTheirDocumentedOutcome", func(t *testing.T) { testSeedJobs(t, jobs) })
 	t.Run("ModelDeploymentSaysWhyItWaits", func(t *testing.T) { testSeedModelDeployment(t, md) })
+}
+
+// dataClaim is a user's claim, bound to its static volume.
+func dataClaim(t *testing.T, ns, name string) {
+	t.Helper()
+	empty := ""
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &empty,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	require.NoError(t, node.Client.Create(context.Background(), pvc))
+	t.Cleanup(func() { _ = node.Client.Delete(context.Background(), pvc) })
 }
 
 func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 	ctx := context.Background()
-	for _, o := range jobs {
+	for i, o := range jobs {
+		want := seedOutcomes[i]
 		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
 		got := &mlv1.TrainingJob{}
-		var running *metav1.Condition
-		err := poll(3*time.Minute, func() bool {
+		var cond *metav1.Condition
+		err := poll(6*time.Minute, func() bool {
 			if opClient.Get(ctx, key, got) != nil {
 				return false
 			}
-			running = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobRunning)
-			return got.Status.State == mlv1.StateFailed || got.Status.State == mlv1.StateCompleted ||
-				(running != nil && running.Reason == "Unschedulable")
+			if want.state == "" {
+				cond = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobRunning)
+				return cond != nil && cond.Reason == want.reason
+			}
+			cond = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobSucceeded)
+			if got.Status.State == mlv1.StateFailed {
+				cond = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobFailed)
+			}
+			return got.Status.State == mlv1.StateFailed || got.Status.State == mlv1.StateCompleted
 		})
-		t.Logf("seed %s %s (%s): state %q", o.GetAPIVersion(), key, o.GetKind(), got.Status.State)
+		t.Logf("seed %s %s (%s): state %q, restarts %d", o.GetAPIVersion(), key, want.file, got.Status.State, got.Status.Restarts)
 		for _, c := range got.Status.Conditions {
 			t.Logf("  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 		}
-		require.NoError(t, err, "seed %s: the status never explained why it does not run\n%s", key, node.NamespaceDiagnostics(ctx, key.Namespace))
-		require.NotEqual(t, mlv1.StateCompleted, got.Status.State)
-		if running != nil && running.Reason == "Unschedulable" {
-			// The scheduler's own reason, quoted with the rank and pod. On
-			// this node: no GPU, two CPUs, and no volume provisioner for the
-			// checkpoint claim.
-			require.Regexp(t, `rank \d \(pod \S+-worker-\d\) is unschedulable: 0/1 nodes are available: `, running.Message, "seed %s", key)
+		require.NoError(t, err, "seed %s never reached its documented outcome %+v\n%s", key, want, node.NamespaceDiagnostics(ctx, key.Namespace))
+		if want.state != "" {
+			require.Equal(t, want.state, got.Status.State, "seed %s", key)
+			require.NotNil(t, cond, "seed %s: no Succeeded or Failed condition", key)
+			require.Equal(t, want.reason, cond.Reason, "seed %s: %s", key, cond.Message)
+		}
+		if want.message != "" {
+			require.Regexp(t, want.message, cond.Message, "seed %s", key)
+		}
+		if want.state == mlv1.StateFailed {
+			// Every attempt was a real failure of the user's command: the
+			// gang was restarted backoffLimit times.
+			require.Equal(t, int32(3), got.Status.Restarts, "seed %s restarts", key)
+			pod := &corev1.Pod{}
+			if node.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-worker-0"}, pod) == nil {
+				if log, err := node.PodLog(ctx, key.Namespace, pod.Name); err == nil {
+					t.Logf("  rank 0's log: %s", strings.TrimSpace(log))
+				}
+			}
 		}
 	}
 }

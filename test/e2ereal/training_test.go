@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/images"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
@@ -99,6 +101,49 @@ func checkpointFiles(dir string) []string {
 	return names
 }
 
+// rankEnvChecked: for each rank of the attempt, the pod's env is exactly
+// what the operator's builder (trainingjob.DesiredWorkerPod) makes for the
+// job as it was when the attempt was created (status.lastCheckpoint
+// lastCkpt), and the trainer process on this machine (torchrun) got exactly
+// that env. It returns false while a rank's pod of that attempt or its
+// process is not there yet.
+func rankEnvChecked(t *testing.T, job *mlv1.TrainingJob, attempt int32, lastCkpt *mlv1.CheckpointStatus) bool {
+	t.Helper()
+	ctx := context.Background()
+	at := job.DeepCopy()
+	at.Status.LastCheckpoint = lastCkpt
+	procs := make([]map[string]string, job.Spec.NumWorkers)
+	pods := make([]*corev1.Pod, job.Spec.NumWorkers)
+	for rank := range job.Spec.NumWorkers {
+		pod := &corev1.Pod{}
+		if node.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: mlv1.WorkerPodName(job.Name, rank)}, pod) != nil ||
+			pod.Labels[mlv1.LabelRestartAttempt] != fmt.Sprint(attempt) || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+			return false
+		}
+		env, err := processEnv(pod, "/usr/bin/torchrun")
+		if err != nil {
+			return false
+		}
+		pods[rank], procs[rank] = pod, env
+	}
+	for rank, pod := range pods {
+		want := trainingjob.DesiredWorkerPod(at, int32(rank), attempt, trainingjob.Config{}).Spec.Containers[0].Env
+		require.Empty(t, cmp.Diff(want, pod.Spec.Containers[0].Env), "attempt %d rank %d: the pod's env is not the operator's (-operator +pod)", attempt, rank)
+		diffs, extra := envMismatches(pod, procs[rank])
+		require.Empty(t, diffs, "attempt %d rank %d: the trainer process's env differs from the pod's", attempt, rank)
+		master := procs[rank][mlv1.EnvPETMasterAddr]
+		require.True(t, strings.HasPrefix(master+".", mlv1.WorkerPodName(job.Name, 0)+"."+mlv1.WorkersServiceName(job.Name)+"."),
+			"rank 0 is reached through the headless Service's DNS name, not an address: %s", master)
+		var names []string
+		for _, e := range pod.Spec.Containers[0].Env {
+			names = append(names, e.Name+"="+procs[rank][e.Name])
+		}
+		t.Logf("attempt %d rank %d: torchrun (pid in %s) got the operator's %d variables %v, and besides only %v",
+			attempt, rank, pod.Name, len(names), names, extra)
+	}
+	return true
+}
+
 // testTwoRankPyTorchJob: a real two-rank DDP job (torchrun over the
 // operator's env and headless Service, gloo) on the trainer image. Rank 0
 // serves the progress gauges and the status shows the epoch while it runs;
@@ -160,7 +205,14 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	ckpt := *got.Status.LastCheckpoint
 	t.Logf("%s: status.lastCheckpoint epoch %d path %s; status %s",
 		time.Since(began).Round(100*time.Millisecond), ckpt.Epoch, ckpt.Path, runningProgress)
-	t.Logf("kubectl get tj:\n%s", kubectlGet("tj", "-n", ns))
+	// What a user sees: PROGRESS and EPOCH filled from the real rank 0.
+	tj := kubectlGet("tj", "-n", ns)
+	t.Logf("kubectl get tj:\n%s", tj)
+	require.Regexp(t, `(?m)^NAME\s+STATE\s+PROGRESS\s+EPOCH\s+AGE$`, tj)
+	require.Regexp(t, `(?m)^ddp\s+Running\s+[1-9][0-9]*%\s+[1-3]\s+\S+$`, tj, "PROGRESS and EPOCH are not filled")
+	// Attempt 0's ranks run with exactly the operator's env.
+	require.NoError(t, poll(time.Minute, func() bool { return rankEnvChecked(t, got, 0, nil) }),
+		"attempt 0's trainer processes not found\n%s", node.NamespaceDiagnostics(ctx, ns))
 	rank0, err := node.PodLog(ctx, ns, name+"-worker-0")
 	require.NoError(t, err)
 	require.Contains(t, rank0, "epoch 2/3 started", "rank 0 is not in epoch 2 yet:\n%s", rank0)
@@ -175,10 +227,13 @@ func testTwoRankPyTorchJob(t *testing.T) {
 
 	// Attempt 1 forms, resumes and completes. The status must show the
 	// epoch while it runs.
-	var sawAttempt1Running bool
+	var sawAttempt1Running, attempt1EnvChecked bool
 	err = poll(8*time.Minute, func() bool {
 		if opClient.Get(ctx, client.ObjectKeyFromObject(job), got) != nil {
 			return false
+		}
+		if !attempt1EnvChecked && got.Status.State == mlv1.StateRunning {
+			attempt1EnvChecked = rankEnvChecked(t, got, 1, &ckpt)
 		}
 		if got.Status.State == mlv1.StateRunning && got.Status.Restarts+got.Status.Disruptions == 1 && got.Status.CurrentEpoch >= 2 {
 			sawAttempt1Running = true
@@ -199,6 +254,7 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	require.Equal(t, int32(1), got.Status.Disruptions, "disruptions")
 	require.Zero(t, got.Status.Restarts, "restarts")
 	require.True(t, sawAttempt1Running, "the status never showed attempt 1 running at epoch 2 or later")
+	require.True(t, attempt1EnvChecked, "attempt 1's trainer processes were never seen running")
 
 	// Attempt 1's rank 0 resumed from the checkpoint the operator recorded.
 	pod0 := &corev1.Pod{}

@@ -23,7 +23,6 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
-	"github.com/ml-operator/ml-operator/internal/images"
 	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/internal/manifests"
 	"github.com/ml-operator/ml-operator/internal/realnode"
@@ -105,9 +104,9 @@ func deref(p *int32) int32 {
 //     way Kubernetes documents advertising extended resources (no device
 //     plugin; the kubelet admits the pods and never touches the devices);
 //   - the images, under the names the seeds and the operator's defaults
-//     use: Debian's PyTorch (the trainer's root filesystem) with `python`,
-//     whose command when none is given is /bin/bash, as in Ubuntu-based
-//     images such as pytorch/pytorch. Neither holds a user's training script;
+//     use: the trainer image (Debian's PyTorch with `python`, whose command
+//     when none is given is /bin/bash, as in Ubuntu-based images such as
+//     pytorch/pytorch). It holds none of the users' training scripts;
 //     neither do the real images;
 //   - a documented static PersistentVolume for each checkpoint claim (the
 //     node has no provisioner) and for mnist-training's data claim
@@ -141,25 +140,6 @@ func advertiseGPUs(t *testing.T, n int) {
 		q := got.Status.Allocatable[mlv1.DefaultGPUResourceName]
 		return q.Value() == int64(n)
 	}), "the node's allocatable never showed %d %s", n, mlv1.DefaultGPUResourceName)
-}
-
-// pushSeedImages pushes the stand-in for each of seedImages.
-func pushSeedImages(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	rootfs, err := node.Images.Tarball(ctx, realnode.TrainerRootfs)
-	require.NoError(t, err)
-	shim := filepath.Join(t.TempDir(), "python")
-	require.NoError(t, os.WriteFile(shim, []byte("#!/bin/sh\nexec python3 \"$@\"\n"), 0o755))
-	for _, ref := range seedImages {
-		require.NoError(t, node.PushImage(ctx, images.Spec{
-			Ref:        ref,
-			RootfsTar:  rootfs,
-			Files:      []images.File{{Source: shim, Path: "/usr/local/bin/python", Mode: 0o755}},
-			Cmd:        []string{"/bin/bash"},
-			WorkingDir: "/workspace",
-		}))
-	}
 }
 
 // staticVolume is a hostPath PersistentVolume bound in advance to the
@@ -219,7 +199,7 @@ var seedOutcomes = []seedOutcome{
 // ModelDeployment, whose image nobody pushed, says why it serves nothing.
 func testSeedExamples(t *testing.T) {
 	advertiseGPUs(t, seedGPUs)
-	pushSeedImages(t)
+	pushTrainerImage(t, seedImages...)
 	for _, v := range []struct{ ns, claim string }{
 		{"default", "test-job-checkpoints"},
 		{"ml-team", "mnist-training-checkpoints"},

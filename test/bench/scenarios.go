@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -93,7 +94,7 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	res := &Result{Config: cfg, Started: time.Now().UTC()}
 	res.Machine = describeMachine()
 	res.Nodes = len(env.Nodes)
-	res.Webhooks = env.Webhooks
+	res.Webhooks, res.NoopWebhooks = env.Webhooks, env.NoopWebhooks
 
 	before, err := env.APIServerMetrics(ctx)
 	if err != nil {
@@ -126,12 +127,11 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	if err != nil {
 		return res, err
 	}
-	const name = "apiserver_admission_webhook_admission_duration_seconds"
-	h := sumHistogram(after, name, nil).minus(sumHistogram(before, name, nil))
-	res.Webhook = WebhookLatency{
-		Admissions: int(h.total),
-		P50Ms:      h.quantile(0.5) * 1000,
-		P99Ms:      h.quantile(0.99) * 1000,
+	res.Webhook = webhookLatency(after, before, ours)
+	res.NoopWebhook = webhookLatency(after, before, noops)
+	res.WebhookByName = map[string]WebhookLatency{}
+	for _, name := range append(slices.Clone(env.Webhooks), env.NoopWebhooks...) {
+		res.WebhookByName[name] = webhookLatency(after, before, func(m *dto.Metric) bool { return label(m, "name") == name })
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil

@@ -69,6 +69,9 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 	if len(res.Webhooks) > 0 && res.Webhook.Admissions == 0 {
 		t.Errorf("webhooks %v installed but the apiserver recorded no admission", res.Webhooks)
 	}
+	if len(res.Webhooks) > 0 && (len(res.NoopWebhooks) == 0 || res.NoopWebhook.Admissions == 0) {
+		t.Errorf("no-op twins %v of the webhooks %v recorded %d admissions, want some", res.NoopWebhooks, res.Webhooks, res.NoopWebhook.Admissions)
+	}
 	if res.Cost == nil {
 		t.Fatal("no API cost measured")
 	}

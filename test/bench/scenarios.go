@@ -160,7 +160,7 @@ func (r *run) newNamespace(ctx context.Context, ns string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	_, err = waitUntil(ctx, time.Minute, "ServiceAccount "+ns+"/default", func() bool {
+	_, err = waitUntil(ctx, 3*time.Minute, "ServiceAccount "+ns+"/default", func() bool {
 		return r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
 	})
 	return err
@@ -198,7 +198,9 @@ func (r *run) createJobs(ctx context.Context, ns, prefix string, from, to, ranks
 // would take minutes at thousands of pods.
 func (r *run) cleanup(ctx context.Context, ns string) error {
 	c := r.env.Client
-	if err := c.DeleteAllOf(ctx, &mlv1.TrainingJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := retrying(ctx, func() error {
+		return c.DeleteAllOf(ctx, &mlv1.TrainingJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	}); err != nil {
 		return err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "TrainingJobs in "+ns+" gone", func() bool {
@@ -207,7 +209,9 @@ func (r *run) cleanup(ctx context.Context, ns string) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
+	if err := retrying(ctx, func() error {
+		return c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	}); err != nil {
 		return err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "worker pods in "+ns+" gone", func() bool { return r.tracker.Pods(ns) == 0 }); err != nil {
@@ -335,7 +339,9 @@ func (r *run) baseline(ctx context.Context, ns string, pods int) (BaselineRun, e
 		return BaselineRun{}, err
 	}
 	d := time.Since(start)
-	if err := r.env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+	if err := retrying(ctx, func() error {
+		return r.env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	}); err != nil {
 		return BaselineRun{}, err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "baseline pods gone", func() bool {

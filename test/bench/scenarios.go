@@ -160,10 +160,7 @@ func (r *run) newNamespace(ctx context.Context, ns string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	_, err = waitUntil(ctx, 3*time.Minute, "ServiceAccount "+ns+"/default", func() bool {
-		return r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
-	})
-	return err
+	return r.env.Cluster.WaitServiceAccount(ctx, ns, 3*time.Minute)
 }
 
 // job builds a TrainingJob of ranks ranks without checkpoint storage.

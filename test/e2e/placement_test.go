@@ -90,7 +90,9 @@ func TestPlacementTimeoutReleasesPartialGang(t *testing.T) {
 		return false, fmt.Sprintf("%d events", len(list.Items))
 	})
 	assert.Equal(t, corev1.EventTypeWarning, warning.Type)
-	assert.Contains(t, warning.Note, fmt.Sprintf("rank %d (pod %s) still unschedulable", placed, mlv1.WorkerPodName(tj.Name, placed)))
+	// Which rank the scheduler leaves out is its choice, not always the last.
+	assert.Contains(t, warning.Note, "still unschedulable 20s after the gang's pods were created (placementTimeout 20s)")
+	assert.Contains(t, warning.Note, fmt.Sprintf("releasing the whole gang (%d pods placed)", placed))
 	assert.Contains(t, warning.Note, "nvidia.com/gpu")
 
 	// Give the GPUs back before the parallel tests start.

@@ -57,9 +57,13 @@ func TestPlacementTimeoutReleasesPartialGang(t *testing.T) {
 		}
 		return running == placed && stuck == 1, strings.Join(seen, ", ")
 	})
-	waiting := getJob(t, tj)
+	// The status follows the pods within a status batch period.
+	var waiting *mlv1.TrainingJob
+	waitFor(t, jobTimeout, "the status showing the placed ranks' GPUs", func() (bool, string) {
+		waiting = getJob(t, tj)
+		return waiting.Status.AllocatedGPUs == placed*8 || waiting.Status.PlacementTimeouts > 0, describeJob(waiting)
+	})
 	assert.Equal(t, mlv1.GangPlacementTimeout, waiting.Status.GangPlacement, describeJob(waiting))
-	assert.EqualValues(t, placed*8, waiting.Status.AllocatedGPUs, describeJob(waiting))
 	require.NotNil(t, waiting.Status.PlacementStartTime)
 	assert.EqualValues(t, 0, waiting.Status.PlacementTimeouts, "released within the first 20s: %s", describeJob(waiting))
 

@@ -200,7 +200,7 @@ type TrainingJobSpec struct {
 	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
 
 	// Scheduling places the workers. GPU jobs always get a toleration for the
-	// GPU taint. Mutable only while suspended.
+	// GPU taint. Mutable only while suspended, except placementTimeout.
 	// +optional
 	Scheduling SchedulingSpec `json:"scheduling,omitempty"`
 

@@ -245,7 +245,8 @@ func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
 		got := &mlv1.TrainingJob{}
 		var cond *metav1.Condition
-		err := poll(6*time.Minute, func() bool {
+		// The first seed's wait includes pulling the 1.35 GB image.
+		err := poll(12*time.Minute, func() bool {
 			if opClient.Get(ctx, key, got) != nil {
 				return false
 			}

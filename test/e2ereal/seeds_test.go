@@ -183,8 +183,9 @@ type seedOutcome struct {
 // mnist-training's script is not in the image: its ranks exit 2, and the
 // gang is restarted backoffLimit (3) times, then fails. pytorch-mnist asks
 // for 2 CPUs per rank, 4 in all, on a node of 2: it waits and says why
-// (docs/trainingjob.md, "Waiting for capacity"); only
-// runPolicy.activeDeadlineSeconds would end that wait.
+// (docs/trainingjob.md, "Waiting for capacity"), is released and retried
+// after placementTimeout (10 min); only runPolicy.activeDeadlineSeconds
+// would end that wait.
 var seedOutcomes = []seedOutcome{
 	{file: "trainingjob-v1-test-job.yaml", state: mlv1.StateCompleted, reason: mlv1.ReasonAllWorkersSucceeded},
 	{file: "trainingjob-v1alpha1-mnist-training.yaml", state: mlv1.StateFailed, reason: mlv1.ReasonBackoffLimitExceeded,
@@ -245,7 +246,8 @@ func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
 		got := &mlv1.TrainingJob{}
 		var cond *metav1.Condition
-		err := poll(6*time.Minute, func() bool {
+		// The first seed's wait includes pulling the 1.35 GB image.
+		err := poll(12*time.Minute, func() bool {
 			if opClient.Get(ctx, key, got) != nil {
 				return false
 			}

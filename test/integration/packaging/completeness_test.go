@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blang/semver/v4"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -206,4 +207,31 @@ func TestCatalogDockerfilePinsTheTestedOpm(t *testing.T) {
 	for _, flag := range []string{"--builder-image", "--base-image"} {
 		assert.Regexp(t, regexp.QuoteMeta(flag)+` \S+/opm:\$\(OPM_VERSION\)`, mk, "make catalog-build must pass %s at $(OPM_VERSION)", flag)
 	}
+}
+
+// TestChangelogHasAnEntryPerBundle: CHANGELOG.md has a "## <version>"
+// section for every bundle of the catalog, newest first.
+func TestChangelogHasAnEntryPerBundle(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "CHANGELOG.md"))
+	require.NoError(t, err)
+	var headings []string
+	for _, m := range regexp.MustCompile(`(?m)^## (\S+)\s*$`).FindAllStringSubmatch(string(data), -1) {
+		headings = append(headings, m[1])
+	}
+	_, m := loadCatalog(t)
+	var versions []string
+	for _, ch := range m[packageName].Channels {
+		for _, b := range ch.Bundles {
+			if !slices.Contains(versions, b.Version.String()) {
+				versions = append(versions, b.Version.String())
+			}
+		}
+	}
+	require.NotEmpty(t, versions)
+	for _, v := range versions {
+		assert.Contains(t, headings, v, "CHANGELOG.md has no \"## %s\" entry", v)
+	}
+	sorted := slices.Clone(headings)
+	slices.SortFunc(sorted, func(a, b string) int { return semver.MustParse(b).Compare(semver.MustParse(a)) })
+	assert.Equal(t, sorted, headings, "CHANGELOG.md entries are not newest first")
 }

@@ -32,6 +32,7 @@ var envSamples = map[string]string{
 	"metrics-secure":                 "false",
 	"prometheus-bearer-token-file":   "/etc/prometheus-auth/token",
 	"prometheus-ca-file":             "/etc/prometheus-auth/service-ca.crt",
+	"placement-timeout":              "45m0s",
 	"prometheus-url":                 "https://thanos-querier.openshift-monitoring.svc:9091",
 	"sync-period":                    "1h0m0s",
 	"webhook-cert-path":              "/certs",

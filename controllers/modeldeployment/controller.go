@@ -108,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	recordMetrics(md)
 	for _, rb := range p.rollbacks {
-		rollbacksCounter.WithLabelValues(md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
+		rollbacksCounter.WithLabelValues(md.Namespace, md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }

@@ -46,7 +46,7 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 		setCondition(st, createdCondition(job), metav1.NewTime(p.now))
 		p.event(corev1.EventTypeNormal, mlv1.EventCreated, "%s", createdCondition(job).Message)
 		ns := job.Namespace
-		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns).Inc() })
+		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns, ns).Inc() })
 	}
 	return nil
 }

@@ -40,9 +40,16 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Routers:  routers,
 	}
 	if opts.PrometheusURL != "" {
-		var rt http.RoundTripper // promapi's default transport
+		base := http.DefaultTransport.(*http.Transport)
 		if opts.DialLoopbackOnly {
-			rt = netguard.Transport(true, 2*time.Second, true)
+			base = netguard.Transport(true, 2*time.Second, true)
+		}
+		rt, err := prometheus.Transport(base, prometheus.Auth{
+			BearerTokenFile: opts.PrometheusBearerTokenFile,
+			CAFile:          opts.PrometheusCAFile,
+		})
+		if err != nil {
+			return err
 		}
 		src, err := prometheus.NewHTTPSource(opts.PrometheusURL, rt)
 		if err != nil {

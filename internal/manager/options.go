@@ -58,6 +58,11 @@ type Options struct {
 	DefaultImages map[string]string
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
+	// PrometheusBearerTokenFile and PrometheusCAFile authenticate to
+	// Prometheus (a Thanos querier behind an authenticating proxy) and
+	// verify its certificate.
+	PrometheusBearerTokenFile string
+	PrometheusCAFile          string
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
 	// PlacementTimeout is the placementTimeout of TrainingJobs that set
@@ -153,6 +158,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
+		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")
+	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,
+		"File with PEM CA certificates that verify Prometheus' serving certificate (the system roots when empty).")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
 	fs.DurationVar(&o.PlacementTimeout, "placement-timeout", o.PlacementTimeout,
 		"How long a TrainingJob's ranks may stay unschedulable, without a gang scheduler, before the whole gang is released and retried, for jobs that set no spec.scheduling.placementTimeout; 0 means never (10s..24h otherwise).")

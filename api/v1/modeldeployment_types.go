@@ -27,7 +27,9 @@ type TrafficRouter string
 
 // Traffic routers.
 const (
-	// RouterAuto picks Gateway API if its CRDs exist, else Istio, else service.
+	// RouterAuto picks by what is configured: the Gateway API (or Istio) for a
+	// gateway named in the spec, the Gateway API for the manager's default
+	// Gateway, Istio for a namespace in its mesh, else service.
 	RouterAuto TrafficRouter = "auto"
 	// RouterGatewayAPI writes an HTTPRoute with weighted backendRefs.
 	RouterGatewayAPI TrafficRouter = "gatewayapi"
@@ -217,14 +219,20 @@ type ModelStorageSpec struct {
 
 // TrafficSpec configures the router.
 type TrafficSpec struct {
-	// Router: auto (Gateway API if its CRDs exist, else Istio, else service),
-	// gatewayapi, istio or service.
+	// Router: auto, gatewayapi, istio or service. Auto picks a router that
+	// can split traffic with what is configured: for a gateway named here,
+	// the Gateway API when served (else Istio); else, for the manager's
+	// --default-gateway, the Gateway API; else Istio when the namespace is in
+	// its mesh (labeled istio-injection=enabled or istio.io/rev, or the
+	// manager runs with --istio-mesh); else service (replica counts). The
+	// TrafficRouted condition says whether the router in use splits traffic.
 	// +kubebuilder:default=auto
 	// +optional
 	Router TrafficRouter `json:"router,omitempty"`
 
-	// Gateway is the Gateway the HTTPRoute attaches to (gatewayapi), or the
-	// Istio gateway (namespace/name) the VirtualService binds (istio).
+	// Gateway is the Gateway the HTTPRoute attaches to (gatewayapi; the
+	// manager's --default-gateway when unset), or the Istio gateway
+	// (namespace/name) the VirtualService binds (istio).
 	// +optional
 	Gateway *GatewayReference `json:"gateway,omitempty"`
 
@@ -293,7 +301,7 @@ type ModelDeploymentStatus struct {
 	// +optional
 	Phase ModelDeploymentPhase `json:"phase,omitempty"`
 
-	// Conditions: Ready, Healthy, Scaled, Progressing, RolledBack.
+	// Conditions: Ready, Healthy, Scaled, Progressing, RolledBack, TrafficRouted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap/zapcore"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // Options are the manager's command-line settings.
@@ -56,6 +58,14 @@ type Options struct {
 	DefaultImages map[string]string
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
+	// DefaultGateway is the Gateway API Gateway a ModelDeployment's HTTPRoute
+	// attaches to when its spec names none; with it, router auto picks the
+	// Gateway API.
+	DefaultGateway *mlv1.GatewayReference
+	// IstioMesh says every namespace's clients are in Istio's mesh, so
+	// router auto picks Istio whenever it is installed, not only in
+	// namespaces labeled for sidecar injection.
+	IstioMesh bool
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
 	// DialLoopbackOnly keeps the manager's own outbound connections
@@ -147,6 +157,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.Var(gatewayFlag{&o.DefaultGateway}, "default-gateway",
+		"Gateway API Gateway (namespace/name[/sectionName]) a ModelDeployment's HTTPRoute attaches to when spec.traffic.gateway is unset; with it, traffic.router auto picks the Gateway API.")
+	fs.BoolVar(&o.IstioMesh, "istio-mesh", o.IstioMesh,
+		"Every namespace's clients are in Istio's mesh: traffic.router auto picks Istio whenever it is installed, not only in namespaces labeled istio-injection=enabled or istio.io/rev.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
 	fs.BoolVar(&o.DialLoopbackOnly, "dial-loopback-only", o.DialLoopbackOnly,
 		"Refuse every outbound connection of the manager's own (progress scrapes, MLflow, Prometheus) outside 127.0.0.0/8, before any DNS lookup. The local cluster sets it.")

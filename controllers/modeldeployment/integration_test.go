@@ -436,7 +436,7 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 			return 90, true
 		}
 	})
-	h.create(testutil.ModelDeployment("spike", "").Router(mlv1.RouterGatewayAPI).MaxErrorRate(0.05).
+	h.create(testutil.ModelDeployment("spike", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxErrorRate(0.05).
 		Version("v1", 90, "s3://m/v1").Version("v2", 10, "s3://m/v2").Obj())
 	h.reconcile("spike")
 	h.setReady("spike-v1", 1)
@@ -479,7 +479,7 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 			return 5, true
 		}
 	})
-	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).
+	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxLatencyMs(500).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
 	h.reconcile("lag")
 	h.setReady("lag-v1", 1)
@@ -517,7 +517,7 @@ func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 			return 5, true
 		}
 	})
-	h.create(testutil.ModelDeployment("slow", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).AutoRollback(false).
+	h.create(testutil.ModelDeployment("slow", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxLatencyMs(500).AutoRollback(false).
 		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
 	h.reconcile("slow")
 	h.setReady("slow-v1", 1)

@@ -187,7 +187,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			res.verdict.Failure, res.verdict.Message, res.verdict.CrashLoopPods = "", "", nil
 		}
 		if r.Metrics != nil && res.verdict.Ready && !res.failed {
-			m, err := r.Metrics.VersionMetrics(ctx, md.Namespace, md.Name, v.Name)
+			m, err := r.Metrics.VersionMetrics(ctx, analysisQueries(md, v.Name))
 			if err != nil {
 				// Prometheus being down must not stop serving or trigger rollbacks.
 				ctrl.LoggerFrom(ctx).Error(err, "reading serving metrics", "version", v.Name)

@@ -175,6 +175,10 @@ func TestModelDeploymentSchemaRejects(t *testing.T) {
 			`spec.framework: Unsupported value: "caffe": supported values: "tensorflow", "pytorch", "sklearn", "onnx", "xgboost", "custom"`},
 		{"unknown router", md("router").Version("a", 100, "").Router("linkerd").Obj(),
 			`spec.traffic.router: Unsupported value: "linkerd": supported values: "auto", "gatewayapi", "istio", "service"`},
+		{"custom analysis without its queries", md("custom").Version("a", 100, "").AnalysisPreset(mlv1.AnalysisCustom).Obj(),
+			`spec.rollout.analysis.queries: Invalid value: preset custom needs queries.requestRate and queries.errorRate or queries.latencyMs`},
+		{"unknown analysis preset", md("preset").Version("a", 100, "").AnalysisPreset("seldon").Obj(),
+			`spec.rollout.analysis.preset: Unsupported value: "seldon": supported values: "auto", "generic", "mlserver", "torchserve", "triton", "kserve", "custom"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

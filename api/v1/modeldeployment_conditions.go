@@ -11,6 +11,9 @@ const (
 	ModelDeploymentScaled      = "Scaled"
 	ModelDeploymentProgressing = "Progressing"
 	ModelDeploymentRolledBack  = "RolledBack"
+	// ModelDeploymentTrafficRouted says whether the router in use splits
+	// traffic by the versions' weights.
+	ModelDeploymentTrafficRouted = "TrafficRouted"
 )
 
 // Reasons of the Ready condition.
@@ -53,6 +56,26 @@ const (
 const (
 	// ReasonNoRollback: no version is rolled back.
 	ReasonNoRollback = "NoRollback"
+)
+
+// Reasons of the TrafficRouted condition.
+const (
+	// ReasonWeightedRoutes: an HTTPRoute attached to a Gateway, or a
+	// VirtualService bound to a gateway or serving a mesh namespace, splits
+	// traffic by weight.
+	ReasonWeightedRoutes = "WeightedRoutes"
+	// ReasonReplicaCounts: router service; the weights are approximated by
+	// replica counts behind the stable Service.
+	ReasonReplicaCounts = "ReplicaCounts"
+	// ReasonNoGateway: router gatewayapi with no Gateway named; the HTTPRoute
+	// has no parentRefs and routes nothing.
+	ReasonNoGateway = "NoGateway"
+	// ReasonOutsideMesh: router istio with no gateway, in a namespace outside
+	// Istio's mesh; the VirtualService routes nothing for clients outside it.
+	ReasonOutsideMesh = "OutsideMesh"
+	// ReasonRouterNotInstalled: the named router's API is not served by the
+	// cluster; its objects are not written.
+	ReasonRouterNotInstalled = "RouterNotInstalled"
 )
 
 // Reasons a version's rollout fails. They appear in status.failedVersions,

@@ -42,8 +42,10 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Clock is injected so tests can move time (health intervals, progress deadlines, drains).
 	Clock clock.PassiveClock
-	// Routers resolves traffic.router auto.
+	// Routers tells which router APIs the cluster serves.
 	Routers *RouterDetector
+	// Routing are the manager's traffic settings (default gateway, mesh).
+	Routing RoutingDefaults
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
 	Metrics prometheus.Source
 

@@ -296,10 +296,10 @@ func desiredVersionService(md *mlv1.ModelDeployment, version string) *corev1ac.S
 }
 
 // desiredHTTPRoute is the Gateway API route <name> with one weighted
-// backendRef per version Service.
-func desiredHTTPRoute(md *mlv1.ModelDeployment, ws []versionWeight) *gwv1ac.HTTPRouteApplyConfiguration {
+// backendRef per version Service, attached to gateway (none when nil).
+func desiredHTTPRoute(md *mlv1.ModelDeployment, gateway *mlv1.GatewayReference, ws []versionWeight) *gwv1ac.HTTPRouteApplyConfiguration {
 	spec := gwv1ac.HTTPRouteSpec()
-	if gw := md.Spec.Traffic.Gateway; gw != nil {
+	if gw := gateway; gw != nil {
 		parent := gwv1ac.ParentReference().WithName(gwv1.ObjectName(gw.Name))
 		if gw.Namespace != "" {
 			parent.WithNamespace(gwv1.Namespace(gw.Namespace))
@@ -362,8 +362,9 @@ func unstructuredChild(md *mlv1.ModelDeployment, apiVersion, kind string, spec m
 }
 
 // desiredVirtualService routes the stable host (and spec hostnames) to the
-// version subsets with the given weights.
-func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, ws []versionWeight) *unstructured.Unstructured {
+// version subsets with the given weights, bound to gateway and the mesh
+// (the mesh only when gateway is nil).
+func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, gateway *mlv1.GatewayReference, ws []versionWeight) *unstructured.Unstructured {
 	hosts := []any{md.Name}
 	for _, h := range md.Spec.Traffic.Hostnames {
 		hosts = append(hosts, h)
@@ -383,7 +384,7 @@ func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, ws []v
 		"hosts": hosts,
 		"http":  []any{map[string]any{"route": route}},
 	}
-	if gw := md.Spec.Traffic.Gateway; gw != nil {
+	if gw := gateway; gw != nil {
 		ref := gw.Name
 		if gw.Namespace != "" {
 			ref = gw.Namespace + "/" + gw.Name

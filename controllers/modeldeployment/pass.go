@@ -46,6 +46,7 @@ type passState struct {
 	stamp              metav1.Time
 	interval, deadline time.Duration
 	router             mlv1.TrafficRouter
+	route              routePlan
 	obs                *observed
 	prevVersions       map[string]mlv1.VersionStatus
 	requested          []versionWeight
@@ -78,7 +79,11 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 	if err != nil {
 		return nil, err
 	}
-	s := r.newPassState(md, obs)
+	route, err := r.planRoute(ctx, md)
+	if err != nil {
+		return nil, err
+	}
+	s := r.newPassState(md, obs, route)
 	if err := r.evaluateVersions(ctx, s); err != nil {
 		return nil, err
 	}
@@ -102,7 +107,7 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 	return s.pass, nil
 }
 
-func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed) *passState {
+func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed, route routePlan) *passState {
 	now := r.Clock.Now()
 	interval := time.Duration(md.Spec.EffectiveIntervalSeconds()) * time.Second
 	s := &passState{
@@ -112,7 +117,8 @@ func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed) *pass
 		stamp:        metav1.NewTime(now.Truncate(time.Second)),
 		interval:     interval,
 		deadline:     time.Duration(md.Spec.EffectiveProgressDeadlineSeconds()) * time.Second,
-		router:       r.resolveRouter(md),
+		router:       route.router,
+		route:        route,
 		obs:          obs,
 		prevVersions: map[string]mlv1.VersionStatus{},
 		failed:       currentFailures(md.Status.FailedVersions, md.Generation),
@@ -181,7 +187,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			res.verdict.Failure, res.verdict.Message, res.verdict.CrashLoopPods = "", "", nil
 		}
 		if r.Metrics != nil && res.verdict.Ready && !res.failed {
-			m, err := r.Metrics.VersionMetrics(ctx, md.Namespace, md.Name, v.Name)
+			m, err := r.Metrics.VersionMetrics(ctx, analysisQueries(md, v.Name))
 			if err != nil {
 				// Prometheus being down must not stop serving or trigger rollbacks.
 				ctrl.LoggerFrom(ctx).Error(err, "reading serving metrics", "version", v.Name)
@@ -405,7 +411,7 @@ func (s *passState) buildStatus() {
 	readyC := readyCondition(s.results, gen)
 	healthyC := healthyCondition(s.results, gen)
 	setConditions(&st, readyC, healthyC, scaledCondition(s.results, gen), progressingCondition(s.results, gen),
-		rolledBackCondition(s.failed, s.target, gen))
+		rolledBackCondition(s.failed, s.target, gen), trafficRoutedCondition(s.route, gen))
 	st.Phase = phase(s.results, readyC, healthyC)
 	if healthyC.Status == metav1.ConditionFalse {
 		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentHealthy); old == nil || old.Status != metav1.ConditionFalse {

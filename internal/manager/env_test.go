@@ -13,11 +13,13 @@ import (
 // default. A new flag without a sample fails TestEveryFlagHasAnEnvForm,
 // so its environment form is tested too.
 var envSamples = map[string]string{
+	"default-gateway":                "gateways/public/https",
 	"default-image":                  "pytorch=registry.internal/pytorch:2.5",
 	"dial-loopback-only":             "true",
 	"enable-webhooks":                "false",
 	"gpu-node-selector":              "accelerator=nvidia-a100,pool=training",
 	"health-probe-bind-address":      ":9081",
+	"istio-mesh":                     "true",
 	"kube-api-burst":                 "300",
 	"kube-api-qps":                   "150",
 	"leader-elect":                   "false",

@@ -14,8 +14,8 @@ import (
 	"github.com/ml-operator/ml-operator/internal/netguard"
 )
 
-// routerDetectionInterval is how often traffic.router auto re-checks which
-// router CRDs are installed.
+// routerDetectionInterval is how often the router detector re-checks which
+// router APIs are served.
 const routerDetectionInterval = time.Minute
 
 // setupModelDeployment registers the ModelDeployment controller, its router
@@ -38,6 +38,7 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Recorder: mgr.GetEventRecorder(modeldeployment.ControllerName),
 		Clock:    clock.RealClock{},
 		Routers:  routers,
+		Routing:  modeldeployment.RoutingDefaults{Gateway: opts.DefaultGateway, IstioMesh: opts.IstioMesh},
 	}
 	if opts.PrometheusURL != "" {
 		base := http.DefaultTransport.(*http.Transport)

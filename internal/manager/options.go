@@ -13,6 +13,7 @@ import (
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // Options are the manager's command-line settings.
@@ -63,6 +64,14 @@ type Options struct {
 	// verify its certificate.
 	PrometheusBearerTokenFile string
 	PrometheusCAFile          string
+	// DefaultGateway is the Gateway API Gateway a ModelDeployment's HTTPRoute
+	// attaches to when its spec names none; with it, router auto picks the
+	// Gateway API.
+	DefaultGateway *mlv1.GatewayReference
+	// IstioMesh says every namespace's clients are in Istio's mesh, so
+	// router auto picks Istio whenever it is installed, not only in
+	// namespaces labeled for sidecar injection.
+	IstioMesh bool
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
 	// PlacementTimeout is the placementTimeout of TrainingJobs that set
@@ -162,6 +171,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")
 	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,
 		"File with PEM CA certificates that verify Prometheus' serving certificate (the system roots when empty).")
+	fs.Var(gatewayFlag{&o.DefaultGateway}, "default-gateway",
+		"Gateway API Gateway (namespace/name[/sectionName]) a ModelDeployment's HTTPRoute attaches to when spec.traffic.gateway is unset; with it, traffic.router auto picks the Gateway API.")
+	fs.BoolVar(&o.IstioMesh, "istio-mesh", o.IstioMesh,
+		"Every namespace's clients are in Istio's mesh: traffic.router auto picks Istio whenever it is installed, not only in namespaces labeled istio-injection=enabled or istio.io/rev.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
 	fs.DurationVar(&o.PlacementTimeout, "placement-timeout", o.PlacementTimeout,
 		"How long a TrainingJob's ranks may stay unschedulable, without a gang scheduler, before the whole gang is released and retried, for jobs that set no spec.scheduling.placementTimeout; 0 means never (10s..24h otherwise).")

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // logLine parses args into fresh options, logs one line with their logger
@@ -72,4 +74,35 @@ func TestClientRateLimits(t *testing.T) {
 	}
 	assert.Equal(t, float32(5), in.QPS, "the caller's config is left alone")
 	assert.Equal(t, 10, NewOptions().MaxConcurrentReconciles, "concurrent reconciles per controller")
+}
+
+// --default-gateway takes namespace/name[/sectionName] and refuses anything
+// else, naming the rule; --istio-mesh is a plain switch.
+func TestRoutingFlags(t *testing.T) {
+	parse := func(args ...string) (*Options, error) {
+		o := NewOptions()
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		o.BindFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	require.NoError(t, err)
+	assert.Nil(t, o.DefaultGateway)
+	assert.False(t, o.IstioMesh)
+
+	o, err = parse("--default-gateway=gateways/models/https", "--istio-mesh")
+	require.NoError(t, err)
+	assert.Equal(t, &mlv1.GatewayReference{Namespace: "gateways", Name: "models", SectionName: "https"}, o.DefaultGateway)
+	assert.True(t, o.IstioMesh)
+	o, err = parse("--default-gateway=gateways/models")
+	require.NoError(t, err)
+	assert.Equal(t, &mlv1.GatewayReference{Namespace: "gateways", Name: "models"}, o.DefaultGateway)
+
+	for _, bad := range []string{"models", "gateways/", "/models", "a/b/c/d", "Gate_ways/models"} {
+		_, err := parse("--default-gateway=" + bad)
+		assert.Error(t, err, bad)
+	}
+	_, err = parse("--default-gateway=models")
+	assert.ErrorContains(t, err, "is not namespace/name or namespace/name/sectionName")
 }

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 )
 
 // Options are the manager's command-line settings.

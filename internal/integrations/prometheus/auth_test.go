@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus/prometheustest"
 )
@@ -60,6 +61,14 @@ func writeToken(t *testing.T, path, token string) {
 	require.NoError(t, os.WriteFile(path, []byte(token+"\n"), 0o600))
 }
 
+// versionQueries are the generic preset's queries for version v1 of
+// ModelDeployment llm in team-a.
+func versionQueries(t *testing.T) prometheus.Queries {
+	q, err := prometheus.PresetQueries(string(mlv1.AnalysisGeneric))
+	require.NoError(t, err)
+	return q.Render("team-a", prometheus.PodRegex("llm", "v1"), "1m")
+}
+
 func base() *http.Transport { return http.DefaultTransport.(*http.Transport) }
 
 // With the token file and the CA file, the queries reach a TLS Prometheus
@@ -74,13 +83,13 @@ func TestTransportSendsTheTokenAndTrustsTheCA(t *testing.T) {
 	require.NoError(t, err)
 	src, err := prometheus.NewHTTPSource(th.srv.URL, rt)
 	require.NoError(t, err)
-	m, err := src.VersionMetrics(context.Background(), "team-a", "llm", "v1")
+	m, err := src.VersionMetrics(context.Background(), versionQueries(t))
 	require.NoError(t, err)
 	assert.InDelta(t, 3, m.RequestsPerSecond, 0)
 
 	th.rotate("second")
 	writeToken(t, tokenFile, "second")
-	_, err = src.VersionMetrics(context.Background(), "team-a", "llm", "v1")
+	_, err = src.VersionMetrics(context.Background(), versionQueries(t))
 	require.NoError(t, err)
 	th.mu.Lock()
 	defer th.mu.Unlock()
@@ -99,14 +108,14 @@ func TestTransportWithoutCAOrTokenFails(t *testing.T) {
 	require.NoError(t, err)
 	src, err := prometheus.NewHTTPSource(th.srv.URL, noCA)
 	require.NoError(t, err)
-	_, err = src.VersionMetrics(context.Background(), "team-a", "llm", "v1")
+	_, err = src.VersionMetrics(context.Background(), versionQueries(t))
 	require.ErrorContains(t, err, "certificate")
 
 	noToken, err := prometheus.Transport(base(), prometheus.Auth{CAFile: th.caFile})
 	require.NoError(t, err)
 	src, err = prometheus.NewHTTPSource(th.srv.URL, noToken)
 	require.NoError(t, err)
-	_, err = src.VersionMetrics(context.Background(), "team-a", "llm", "v1")
+	_, err = src.VersionMetrics(context.Background(), versionQueries(t))
 	require.Error(t, err)
 }
 

@@ -1,6 +1,7 @@
 package packaging
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestAlertRulesPassPromtoolChecks(t *testing.T) {
 	require.NoError(t, err)
 	content, err := yaml.Marshal(map[string]any{"groups": groups})
 	require.NoError(t, err)
-	parsed, errs := rulefmt.Parse(content, false, model.UTF8Validation)
+	parsed, errs := rulefmt.Parse(content, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
 	for _, e := range errs {
 		t.Errorf("config/prometheus/rules.yaml: %v", e)
 	}
@@ -58,7 +59,7 @@ func TestDashboardQueriesParseAsPromQL(t *testing.T) {
 				t.Errorf("panel %q: unknown variable in %s", p.Title, target.Expr)
 				continue
 			}
-			if _, err := parser.ParseExpr(expr); err != nil {
+			if _, err := parser.NewParser(parser.Options{}).ParseExpr(expr); err != nil {
 				t.Errorf("panel %q: %s: %v", p.Title, target.Expr, err)
 			}
 		}

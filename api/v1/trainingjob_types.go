@@ -96,8 +96,10 @@ type TrainingJobSpec struct {
 	Args []string `json:"args,omitempty"`
 
 	// Env is extra environment for every worker. Names the operator injects
-	// (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, ...) are reserved and
-	// rejected. Mutable only while suspended.
+	// (MASTER_ADDR, RANK, WORLD_SIZE, PET_NNODES, TF_CONFIG, HYPERPARAM_*,
+	// CHECKPOINT_*, ...) are reserved and rejected; the launchers' other
+	// options (PET_REDIRECTS, JAX_PLATFORMS, MLFLOW_TRACKING_TOKEN, ...) may
+	// be set. Mutable only while suspended.
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
 

@@ -129,8 +129,8 @@ func testTwoRankPyTorchJob(t *testing.T) {
 			Framework: "pytorch",
 			Image:     TrainerImage,
 			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
-			// its output is redirected; the operator reserves every PET_*
-			// variable, so these are flags.
+			// its output is redirected (flags here; PET_REDIRECTS and
+			// PET_TEE in spec.env work as well).
 			Command:       []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
 			NumWorkers:    2,
 			GPUsPerWorker: ptr.To[int32](0),

@@ -88,6 +88,11 @@ const (
 // not reserved (docs/admission.md).
 const EnvNCCLDebug = "NCCL_DEBUG"
 
+// EnvHome points at a writable emptyDir (the admin's --pod-home, default
+// /home/ml-operator) so caches work whatever UID the pod runs as; spec.env
+// may point it elsewhere.
+const EnvHome = "HOME"
+
 // ReservedEnvNames are the variables the operator sets by exact name; a
 // TrainingJob may not set them in spec.env.
 var ReservedEnvNames = []string{
@@ -109,7 +114,7 @@ var ReservedEnvPrefixes = []string{EnvPrefixHyperparameter, EnvPrefixCheckpoint}
 
 // OverridableEnvNames are the variables the operator sets as defaults that
 // spec.env may override (it comes after them).
-var OverridableEnvNames = []string{EnvNCCLDebug}
+var OverridableEnvNames = []string{EnvNCCLDebug, EnvHome}
 
 // IsReservedEnvName reports whether the operator sets the variable name, so
 // spec.env may not.

@@ -28,6 +28,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -46,6 +47,9 @@ type Reconciler struct {
 	Routers *RouterDetector
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
 	Metrics prometheus.Source
+	// PodSecurity are the admin's security defaults of model server pods
+	// (internal/podsecurity); the zero value sets no IDs and no HOME.
+	PodSecurity podsecurity.Defaults
 
 	// applied detects children changed behind the operator's back.
 	applied appliedRecords

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
 // ensureResources creates the Service, ConfigMap and checkpoint PVC when
@@ -44,7 +45,7 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) (refused bool
 		err = r.client.Create(ctx, obj)
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
-		case isRefusal(err):
+		case refusal.Is(err):
 			r.refuse(p, err)
 			setCondition(&job.Status, createRefusedCondition(job, err), metav1.NewTime(p.now))
 			return true, nil
@@ -62,25 +63,11 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) (refused bool
 	return false, nil
 }
 
-// isRefusal reports whether err is the API server refusing a create: a 4xx
-// answer other than a conflict or throttling (quota, Pod Security, an
-// admission webhook's denial, an invalid object, a missing ServiceAccount).
-// Trying again at once would be refused again; other errors are retried
-// with the controller's backoff.
-func isRefusal(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
-	}
-	code := st.Status().Code
-	return code >= 400 && code < 500 && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsTooManyRequests(err)
-}
-
 // refuse makes a refused create visible as the Job controller does, with a
 // Warning FailedCreate event quoting the API server, and looks again after
 // backoffBase.
 func (r *Reconciler) refuse(p *pass, err error, more ...error) {
-	note := "Error creating: " + err.Error()
+	note := refusal.Note(err)
 	if len(more) > 0 {
 		note += fmt.Sprintf(" (and %d more pods refused)", len(more))
 	}
@@ -183,7 +170,7 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 				mu.Unlock()
 			case apierrors.IsAlreadyExists(err):
 				// Created by an earlier pass the cache has not shown yet.
-			case isRefusal(err):
+			case refusal.Is(err):
 				refusals[i] = err
 			default:
 				errs <- fmt.Errorf("creating pod %s: %w", pod.Name, err)

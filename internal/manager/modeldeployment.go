@@ -38,6 +38,8 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Recorder: mgr.GetEventRecorder(modeldeployment.ControllerName),
 		Clock:    clock.RealClock{},
 		Routers:  routers,
+		// The same defaults as the workers' (internal/podsecurity).
+		PodSecurity: opts.PodSecurity,
 	}
 	if opts.PrometheusURL != "" {
 		var rt http.RoundTripper // promapi's default transport

@@ -47,6 +47,7 @@ func TestOperator(t *testing.T) {
 	deployOperator(t)
 	t.Run("WebhookAnswersThroughItsService", testWebhookAnswers)
 	t.Run("TwoRankPyTorchJobCompletes", testTwoRankPyTorchJob)
+	t.Run("RestrictedNamespace", testRestrictedNamespace)
 }
 
 func deployOperator(t *testing.T) {
@@ -97,6 +98,10 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	require.NoError(t, node.PushImage(ctx, images.Spec{
 		Ref:       TrainerImage,
 		RootfsTar: rootfs,
+		// A numeric non-root USER, as the operator's default runAsNonRoot
+		// (with no fixed UID) needs; Debian's rootfs has no user 1000, and
+		// HOME is the operator's emptyDir.
+		User: "1000:1000",
 		Files:     []images.File{{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644}},
 	}))
 	t.Logf("trainer image built and pushed in %s", time.Since(began).Round(100*time.Millisecond))

@@ -101,8 +101,8 @@ func testTwoRankPyTorchJob(t *testing.T) {
 		// A numeric non-root USER, as the operator's default runAsNonRoot
 		// (with no fixed UID) needs; Debian's rootfs has no user 1000, and
 		// HOME is the operator's emptyDir.
-		User: "1000:1000",
-		Files:     []images.File{{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644}},
+		User:  "1000:1000",
+		Files: []images.File{{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644}},
 	}))
 	t.Logf("trainer image built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
 

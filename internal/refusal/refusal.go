@@ -7,6 +7,7 @@ package refusal
 import (
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -14,10 +15,15 @@ import (
 // 4xx answer other than a conflict, an existing object or throttling —
 // quota, Pod Security, an admission webhook's denial, an invalid object, a
 // missing ServiceAccount. Other errors are retried with the controller's
-// backoff.
+// backoff; a refusal because the namespace is being deleted is not one.
 func Is(err error) bool {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
+		return false
+	}
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// The namespace is being deleted: the controllers end such a pass
+		// quietly (controllers/*/terminating.go), nobody is left to tell.
 		return false
 	}
 	code := st.Status().Code

@@ -50,6 +50,13 @@ const (
 	ReasonDraining = "Draining"
 	// ReasonRolloutFailed: a version of this generation was rolled back; a spec change retries it.
 	ReasonRolloutFailed = "RolloutFailed"
+	// Progressing=False also has ReasonFailedCreate (the API server
+	// refused a child, or the ReplicaSet's pods: quota, Pod Security, a
+	// webhook) and ReasonContainerCannotStart (the kubelet will not start
+	// a version's container, such as an image whose USER is a name under
+	// runAsNonRoot), each quoting the message; they are defined with the
+	// TrainingJob's reasons. A FailedCreate also gives a Warning event
+	// EventFailedCreate.
 )
 
 // Reasons of the RolledBack condition (besides the failure reasons below).

@@ -107,6 +107,20 @@ type ModelDeploymentSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// PodSecurityContext replaces the model server pods' default
+	// (runAsNonRoot, RuntimeDefault seccomp, and the user and groups the
+	// admin set with --pod-run-as-user and friends, none by default). An
+	// image whose USER is a name the kubelet cannot check against
+	// runAsNonRoot (TorchServe's model-server) needs runAsUser here.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// SecurityContext replaces the model server container's default
+	// (runAsNonRoot, no privilege escalation, every capability dropped,
+	// RuntimeDefault seccomp).
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelVersion is one version of the model.

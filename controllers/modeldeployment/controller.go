@@ -28,6 +28,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -48,6 +49,9 @@ type Reconciler struct {
 	Routing RoutingDefaults
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
 	Metrics prometheus.Source
+	// PodSecurity are the admin's security defaults of model server pods
+	// (internal/podsecurity); the zero value sets no IDs and no HOME.
+	PodSecurity podsecurity.Defaults
 
 	// applied detects children changed behind the operator's back.
 	applied appliedRecords

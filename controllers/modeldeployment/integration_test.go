@@ -567,6 +567,7 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	assert.Equal(t, map[string]string{
+		"HOME":       "/home/ml-operator", // the manager's default --pod-home
 		"MODEL_NAME": "sentiment-classifier", "MODEL_PATH": "s3://models/sentiment/v1/model.pt",
 		"MODEL_VERSION": "v1", "FRAMEWORK": "pytorch",
 	}, env)

@@ -16,6 +16,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
 // event is emitted after the status write.
@@ -58,6 +59,9 @@ type passState struct {
 	vstatus []mlv1.VersionStatus
 	served  []prometheus.VersionMetrics
 
+	// refused is the API server's refusal to apply a child in this pass.
+	refused error
+
 	failed    []mlv1.FailedVersion
 	failedSet map[string]bool
 	failing   map[string]bool
@@ -93,7 +97,13 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 		return nil, err
 	}
 	if err := r.applyChildren(ctx, s); err != nil {
-		return nil, err
+		if !refusal.Is(err) {
+			return nil, err
+		}
+		// Quota, a webhook, an invalid object: the ModelDeployment shows
+		// it, and the next health interval tries again.
+		s.refused = err
+		s.warning(mlv1.EventFailedCreate, "Apply", "%s", refusal.Note(err))
 	}
 	if prev := md.Status.Router; prev != "" && prev != s.router {
 		if err := r.deleteRouter(ctx, md, prev); err != nil {
@@ -144,7 +154,7 @@ func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed, route
 func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 	md, spec := s.md, &s.md.Spec
 	for _, v := range spec.Versions {
-		d, err := desiredDeployment(md, v, nil)
+		d, err := desiredDeployment(md, v, nil, r.PodSecurity)
 		if err != nil {
 			return err
 		}
@@ -171,6 +181,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 		if vs.LastRemediationTime != nil {
 			lastRemediation = vs.LastRemediationTime.Time
 		}
+		res.blockedReason, res.blockedMessage = blocked(s.obs.deployments[v.Name], s.obs.pods[v.Name])
 		if dep := s.obs.deployments[v.Name]; dep != nil {
 			res.exists = true
 			res.desired = ptr.Deref(dep.Spec.Replicas, 1)
@@ -410,8 +421,19 @@ func (s *passState) buildStatus() {
 
 	readyC := readyCondition(s.results, gen)
 	healthyC := healthyCondition(s.results, gen)
-	setConditions(&st, readyC, healthyC, scaledCondition(s.results, gen), progressingCondition(s.results, gen),
+	progressingC := progressingCondition(s.results, gen)
+	if s.refused != nil {
+		progressingC = refusedCondition(s.refused, gen)
+	}
+	setConditions(&st, readyC, healthyC, scaledCondition(s.results, gen), progressingC,
 		rolledBackCondition(s.failed, s.target, gen), trafficRoutedCondition(s.route, gen))
+	if progressingC.Reason == mlv1.ReasonFailedCreate && s.refused == nil {
+		// The ReplicaSet controller's refusal: its event is on the
+		// ReplicaSet; the owner the user made gets one too, once.
+		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentProgressing); old == nil || old.Reason != mlv1.ReasonFailedCreate {
+			s.warning(mlv1.EventFailedCreate, "Create", "%s", progressingC.Message)
+		}
+	}
 	st.Phase = phase(s.results, readyC, healthyC)
 	if healthyC.Status == metav1.ConditionFalse {
 		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentHealthy); old == nil || old.Status != metav1.ConditionFalse {

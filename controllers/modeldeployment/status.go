@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // versionResult is everything one pass learned and decided about a version.
@@ -26,6 +29,10 @@ type versionResult struct {
 	// metricReason/metricMessage: the version breaks the Prometheus limits.
 	metricReason, metricMessage string
 	draining                    bool
+	// blockedReason/blockedMessage: the version's pods are not created
+	// (FailedCreate, from the Deployment's ReplicaFailure condition) or
+	// cannot start (ContainerCannotStart, from the kubelet).
+	blockedReason, blockedMessage string
 }
 
 // failure is the version's current failure reason, from health or metrics.
@@ -125,6 +132,9 @@ func progressingCondition(vs []versionResult, generation int64) metav1.Condition
 		case v.verdict.Failure != "":
 			return condition(mlv1.ModelDeploymentProgressing, false, v.verdict.Failure,
 				fmt.Sprintf("version %s: %s", v.name, v.verdict.Message), generation)
+		case v.blockedReason != "" && !v.verdict.RolloutComplete:
+			return condition(mlv1.ModelDeploymentProgressing, false, v.blockedReason,
+				fmt.Sprintf("version %s: %s", v.name, v.blockedMessage), generation)
 		case v.sizing > 0 && !v.verdict.RolloutComplete:
 			rolling = append(rolling, v.name)
 		}
@@ -140,6 +150,40 @@ func progressingCondition(vs []versionResult, generation int64) metav1.Condition
 	}
 	return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutComplete, "every version is rolled out", generation)
 }
+
+// refusedCondition is Progressing=False FailedCreate when the API server
+// refused to apply a child, quoting it.
+func refusedCondition(err error, generation int64) metav1.Condition {
+	return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonFailedCreate, err.Error(), generation)
+}
+
+// blocked is why a version's pods do not come up on their own: the
+// ReplicaSet controller could not create them (the Deployment's
+// ReplicaFailure condition, with the API server's message), or the kubelet
+// will not start a container (with the kubelet's message).
+func blocked(dep *appsv1.Deployment, pods []corev1.Pod) (reason, message string) {
+	if dep != nil {
+		for _, c := range dep.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				return mlv1.ReasonFailedCreate, c.Message
+			}
+		}
+	}
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			continue
+		}
+		if msg, ok := podsecurity.NotStarting(&pods[i], runAsNonRootFix); ok {
+			return mlv1.ReasonContainerCannotStart, fmt.Sprintf("pod %s cannot start: %s", pods[i].Name, msg)
+		}
+	}
+	return "", ""
+}
+
+// runAsNonRootFix is what to do when the kubelet refuses an image under
+// runAsNonRoot.
+const runAsNonRootFix = "the image runs as root or as a user name (TorchServe's model-server): " +
+	"set spec.podSecurityContext.runAsUser to the image's UID, use an image with a numeric non-root USER, or ask the admin for --pod-run-as-user"
 
 // rolledBackCondition: True while a version of this generation is rolled back.
 func rolledBackCondition(failed []mlv1.FailedVersion, target string, generation int64) metav1.Condition {

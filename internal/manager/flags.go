@@ -3,6 +3,7 @@ package manager
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -74,5 +75,29 @@ func (g gatewayFlag) Set(s string) error {
 		r.SectionName = parts[2]
 	}
 	*g.ref = r
+	return nil
+}
+
+// idFlag is an optional user or group ID: empty (the default) leaves it
+// unset.
+type idFlag struct{ id **int64 }
+
+func (f idFlag) String() string {
+	if f.id == nil || *f.id == nil {
+		return ""
+	}
+	return strconv.FormatInt(**f.id, 10)
+}
+
+func (f idFlag) Set(s string) error {
+	if s == "" {
+		*f.id = nil
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a numeric ID", s)
+	}
+	*f.id = &n
 	return nil
 }

@@ -49,6 +49,9 @@ func clientConfig(cfg *rest.Config, opts *Options) *rest.Config {
 
 // New builds the manager with every controller and webhook registered.
 func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
+	if err := opts.PodSecurity.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = clientConfig(cfg, opts)
 
 	metricsOpts := metricsserver.Options{

@@ -39,6 +39,8 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Clock:    clock.RealClock{},
 		Routers:  routers,
 		Routing:  modeldeployment.RoutingDefaults{Gateway: opts.DefaultGateway, IstioMesh: opts.IstioMesh},
+		// The same defaults as the workers' (internal/podsecurity).
+		PodSecurity: opts.PodSecurity,
 	}
 	if opts.PrometheusURL != "" {
 		base := http.DefaultTransport.(*http.Transport)

@@ -14,6 +14,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // Options are the manager's command-line settings.
@@ -57,6 +58,9 @@ type Options struct {
 	// DefaultImages are the per-framework images used when a TrainingJob
 	// names none (framework=image,...).
 	DefaultImages map[string]string
+	// PodSecurity are the security defaults of the pods the operator
+	// creates (workers, model servers) when their owner sets none.
+	PodSecurity podsecurity.Defaults
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
 	// PrometheusBearerTokenFile and PrometheusCAFile authenticate to
@@ -103,6 +107,7 @@ func NewOptions() *Options {
 		WebhookPort:             9443,
 		GPUNodeSelector:         map[string]string{},
 		DefaultImages:           DefaultFrameworkImages(),
+		PodSecurity:             podsecurity.NewDefaults(),
 		SyncPeriod:              10 * time.Hour,
 		PlacementTimeout:        trainingjob.DefaultPlacementTimeout,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
@@ -166,6 +171,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to (all when empty).")
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
+	fs.Var(idFlag{&o.PodSecurity.RunAsUser}, "pod-run-as-user",
+		"runAsUser of the worker and model server pods whose owner sets no pod security context; empty: none (the image's numeric USER runs, or OpenShift's restricted-v2 assigns one from the namespace's range).")
+	fs.Var(idFlag{&o.PodSecurity.RunAsGroup}, "pod-run-as-group",
+		"runAsGroup of those pods; empty: none.")
+	fs.Var(idFlag{&o.PodSecurity.FSGroup}, "pod-fs-group",
+		"fsGroup of those pods (volumes writable by that group); empty: none.")
+	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
+		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
 		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")

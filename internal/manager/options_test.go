@@ -106,3 +106,30 @@ func TestRoutingFlags(t *testing.T) {
 	_, err = parse("--default-gateway=models")
 	assert.ErrorContains(t, err, "is not namespace/name or namespace/name/sectionName")
 }
+
+// The pod security defaults: no IDs and HOME at /home/ml-operator unless
+// the --pod-* flags say otherwise; an empty --pod-home turns HOME off.
+func TestPodSecurityFlags(t *testing.T) {
+	parse := func(args ...string) *Options {
+		o := NewOptions()
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		o.BindFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		return o
+	}
+	o := parse()
+	assert.Nil(t, o.PodSecurity.RunAsUser)
+	assert.Nil(t, o.PodSecurity.RunAsGroup)
+	assert.Nil(t, o.PodSecurity.FSGroup)
+	assert.Equal(t, "/home/ml-operator", o.PodSecurity.Home)
+
+	o = parse("--pod-run-as-user=1000", "--pod-run-as-group=0", "--pod-fs-group=1000", "--pod-home=")
+	assert.Equal(t, []int64{1000, 0, 1000}, []int64{*o.PodSecurity.RunAsUser, *o.PodSecurity.RunAsGroup, *o.PodSecurity.FSGroup})
+	assert.Empty(t, o.PodSecurity.Home)
+
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	NewOptions().BindFlags(fs)
+	assert.Error(t, fs.Parse([]string{"--pod-run-as-user=nobody"}))
+	_, err := New(&rest.Config{Host: "https://example:6443"}, parse("--pod-run-as-user=0"))
+	assert.EqualError(t, err, "--pod-run-as-user 0: must be 1 or more (runAsNonRoot refuses user 0)")
+}

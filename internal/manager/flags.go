@@ -80,7 +80,12 @@ func (g gatewayFlag) Set(s string) error {
 
 // idFlag is an optional user or group ID: empty (the default) leaves it
 // unset.
-type idFlag struct{ id **int64 }
+type idFlag struct {
+	id **int64
+	// auto is cleared by any value, so the admin's choice (an empty one
+	// too) replaces the cluster-dependent default.
+	auto *bool
+}
 
 func (f idFlag) String() string {
 	if f.id == nil || *f.id == nil {
@@ -90,6 +95,9 @@ func (f idFlag) String() string {
 }
 
 func (f idFlag) Set(s string) error {
+	if f.auto != nil {
+		*f.auto = false
+	}
 	if s == "" {
 		*f.id = nil
 		return nil

@@ -171,12 +171,12 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to (all when empty).")
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
-	fs.Var(idFlag{&o.PodSecurity.RunAsUser}, "pod-run-as-user",
-		"runAsUser of the worker and model server pods whose owner sets no pod security context; empty: none (the image's numeric USER runs, or OpenShift's restricted-v2 assigns one from the namespace's range).")
-	fs.Var(idFlag{&o.PodSecurity.RunAsGroup}, "pod-run-as-group",
-		"runAsGroup of those pods; empty: none.")
-	fs.Var(idFlag{&o.PodSecurity.FSGroup}, "pod-fs-group",
-		"fsGroup of those pods (volumes writable by that group); empty: none.")
+	fs.Var(idFlag{&o.PodSecurity.RunAsUser, &o.PodSecurity.AutoIDs}, "pod-run-as-user",
+		"runAsUser of the worker and model server pods whose owner sets no pod security context. Unset (with --pod-run-as-group and --pod-fs-group): 1000 for all three, except on OpenShift (security.openshift.io served), where none is fixed and restricted-v2 assigns one from the namespace's range. Set to empty: none on every cluster (the image's numeric USER runs).")
+	fs.Var(idFlag{&o.PodSecurity.RunAsGroup, &o.PodSecurity.AutoIDs}, "pod-run-as-group",
+		"runAsGroup of those pods (see --pod-run-as-user for unset and empty).")
+	fs.Var(idFlag{&o.PodSecurity.FSGroup, &o.PodSecurity.AutoIDs}, "pod-fs-group",
+		"fsGroup of those pods, so volumes are writable by that group (see --pod-run-as-user for unset and empty).")
 	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
 		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")

@@ -121,7 +121,11 @@ func TestPodSecurityFlags(t *testing.T) {
 	assert.Nil(t, o.PodSecurity.RunAsUser)
 	assert.Nil(t, o.PodSecurity.RunAsGroup)
 	assert.Nil(t, o.PodSecurity.FSGroup)
+	assert.True(t, o.PodSecurity.AutoIDs, "unset: the cluster chooses (manager.New)")
 	assert.Equal(t, "/home/ml-operator", o.PodSecurity.Home)
+	o = parse("--pod-run-as-user=")
+	assert.False(t, o.PodSecurity.AutoIDs, "an empty ID is the admin's choice: none on every cluster")
+	assert.Nil(t, o.PodSecurity.RunAsUser)
 
 	o = parse("--pod-run-as-user=1000", "--pod-run-as-group=0", "--pod-fs-group=1000", "--pod-home=")
 	assert.Equal(t, []int64{1000, 0, 1000}, []int64{*o.PodSecurity.RunAsUser, *o.PodSecurity.RunAsGroup, *o.PodSecurity.FSGroup})

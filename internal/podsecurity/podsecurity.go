@@ -6,13 +6,16 @@
 //
 // The defaults pass Pod Security "restricted" and OpenShift's
 // "restricted-v2": runAsNonRoot, the RuntimeDefault seccomp profile, no
-// privilege escalation, every capability dropped, and no fixed user, group
-// or fsGroup (restricted-v2 refuses IDs outside the namespace's range and
-// assigns one from it when none is set). An image that runs as root, or
-// whose USER is a name the kubelet cannot check, is then refused by the
-// kubelet (CreateContainerConfigError); NotStarting turns that into the
-// owner's condition. HOME is an emptyDir, so caches are writable whatever
-// UID runs.
+// privilege escalation, every capability dropped. The user, group and
+// fsGroup depend on the cluster (ForCluster): on OpenShift none is fixed
+// (restricted-v2 refuses IDs outside the namespace's range and assigns one
+// from it when none is set); elsewhere they are DefaultID, so stock images
+// whose USER is root (the official PyTorch and TensorFlow images) or a
+// name (TorchServe's) start as a non-root user. An image the kubelet still
+// refuses (CreateContainerConfigError, for example when the owner's own
+// podSecurityContext sets runAsNonRoot and no user) becomes the owner's
+// condition through NotStarting. HOME is an emptyDir, so caches are
+// writable whatever UID runs.
 package podsecurity
 
 import (
@@ -42,11 +45,35 @@ type Defaults struct {
 	// Home is the container's HOME, an emptyDir mounted there. Empty
 	// leaves HOME (and the filesystem) to the image.
 	Home string
+	// AutoIDs lets ForCluster choose the IDs: true until the admin sets
+	// any of --pod-run-as-user, --pod-run-as-group or --pod-fs-group
+	// (an empty value then means "none, on every cluster").
+	AutoIDs bool
 }
 
-// NewDefaults are the defaults the manager starts from: no fixed IDs, HOME
-// at DefaultHome.
-func NewDefaults() Defaults { return Defaults{Home: DefaultHome} }
+// DefaultID is the user, group and fsGroup pinned off OpenShift when the
+// admin chose none.
+const DefaultID int64 = 1000
+
+// NewDefaults are the defaults the manager starts from: IDs chosen by the
+// cluster (ForCluster), HOME at DefaultHome. Unresolved, they fix no ID,
+// which is what OpenShift gets.
+func NewDefaults() Defaults { return Defaults{Home: DefaultHome, AutoIDs: true} }
+
+// ForCluster resolves automatic IDs for a cluster: on OpenShift (where
+// restricted-v2 assigns a UID from the namespace's range) none is fixed;
+// elsewhere user, group and fsGroup are DefaultID. IDs the admin set are
+// kept as they are.
+func (d Defaults) ForCluster(openShift bool) Defaults {
+	if !d.AutoIDs {
+		return d
+	}
+	d.AutoIDs = false
+	if !openShift {
+		d.RunAsUser, d.RunAsGroup, d.FSGroup = ptr.To(DefaultID), ptr.To(DefaultID), ptr.To(DefaultID)
+	}
+	return d
+}
 
 // Validate refuses defaults no pod could run with.
 func (d Defaults) Validate() error {

@@ -63,3 +63,25 @@ func TestNotStarting(t *testing.T) {
 	msg, _ = podsecurity.NotStarting(pod, "set runAsUser")
 	assert.Equal(t, "container init: ImagePullBackOff: Back-off pulling image", msg)
 }
+
+// Automatic IDs are 1000 off OpenShift and none on it; IDs the admin chose
+// (even none) are kept on both.
+func TestForCluster(t *testing.T) {
+	auto := podsecurity.NewDefaults()
+	assert.True(t, auto.AutoIDs)
+	plain := auto.ForCluster(false)
+	assert.Equal(t, []int64{1000, 1000, 1000}, []int64{*plain.RunAsUser, *plain.RunAsGroup, *plain.FSGroup})
+	assert.False(t, plain.AutoIDs)
+	ocp := auto.ForCluster(true)
+	assert.Nil(t, ocp.RunAsUser)
+	assert.Nil(t, ocp.RunAsGroup)
+	assert.Nil(t, ocp.FSGroup)
+
+	none := podsecurity.NewDefaults()
+	none.AutoIDs = false
+	assert.Nil(t, none.ForCluster(false).RunAsUser, "the admin's none stays none")
+	pinned := podsecurity.NewDefaults()
+	pinned.AutoIDs, pinned.RunAsUser = false, ptr.To[int64](2000)
+	assert.Equal(t, int64(2000), *pinned.ForCluster(true).RunAsUser)
+	assert.Nil(t, pinned.ForCluster(false).RunAsGroup)
+}

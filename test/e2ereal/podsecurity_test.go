@@ -63,7 +63,11 @@ func testRestrictedNamespace(t *testing.T) {
 	defaults := job("defaults", NonRootProbeImage, mlv1.WorkerTemplate{})
 	privileged := job("privileged", NonRootProbeImage, mlv1.WorkerTemplate{
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}})
-	root := job("root-image", ProbeImage, mlv1.WorkerTemplate{})
+	// Off OpenShift the operator pins user 1000, so a root image starts;
+	// a job whose own podSecurityContext asks for runAsNonRoot with no user
+	// is what the kubelet refuses for a root image.
+	root := job("root-image", ProbeImage, mlv1.WorkerTemplate{PodSecurityContext: &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}})
 	for _, j := range []*mlv1.TrainingJob{defaults, privileged, root} {
 		require.NoError(t, opClient.Create(ctx, j))
 	}

@@ -25,6 +25,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/images"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
@@ -119,6 +120,11 @@ func checkpointFiles(dir string) []string {
 	return names
 }
 
+// deployedConfig is what the operator that make deploy installs builds
+// worker pods with: the manager's default pod security (HOME included), on
+// a cluster that is not OpenShift.
+var deployedConfig = trainingjob.Config{PodSecurity: podsecurity.NewDefaults().ForCluster(false)}
+
 // rankEnvChecked: for each rank of the attempt, the pod's env is exactly
 // what the operator's builder (trainingjob.DesiredWorkerPod) makes for the
 // job as it was when the attempt was created (status.lastCheckpoint
@@ -145,7 +151,7 @@ func rankEnvChecked(t *testing.T, job *mlv1.TrainingJob, attempt int32, lastCkpt
 		pods[rank], procs[rank] = pod, env
 	}
 	for rank, pod := range pods {
-		want := trainingjob.DesiredWorkerPod(at, int32(rank), attempt, trainingjob.Config{}).Spec.Containers[0].Env
+		want := trainingjob.DesiredWorkerPod(at, int32(rank), attempt, deployedConfig).Spec.Containers[0].Env
 		require.Empty(t, cmp.Diff(want, pod.Spec.Containers[0].Env), "attempt %d rank %d: the pod's env is not the operator's (-operator +pod)", attempt, rank)
 		diffs, extra := envMismatches(pod, procs[rank])
 		require.Empty(t, diffs, "attempt %d rank %d: the trainer process's env differs from the pod's", attempt, rank)

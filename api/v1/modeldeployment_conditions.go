@@ -26,7 +26,11 @@ const (
 
 // Reasons of the Healthy condition (besides the failure reasons below).
 const (
-	// ReasonHealthy: every version has at least 80% of its replicas Ready.
+	// ReasonHealthy: every rolled-out version has at least 80% of its
+	// replicas Ready (versions not Ready yet are named, not judged).
+	// Healthy=False also has ReasonFailedCreate and
+	// ReasonContainerCannotStart: a version's pods cannot be created or
+	// started.
 	ReasonHealthy = "Healthy"
 	// ReasonDegraded: a version has fewer than 80% of its replicas Ready.
 	ReasonDegraded = "Degraded"

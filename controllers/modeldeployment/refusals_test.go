@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -120,4 +121,9 @@ func TestModelServerTheKubeletRefusesIsVisible(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.True(t, strings.HasPrefix(c.Message, "version v1: pod ts-v1-abcde cannot start: container model-server: CreateContainerConfigError: "+kubelet), c.Message)
 	assert.Contains(t, c.Message, "spec.podSecurityContext.runAsUser")
+	// Not healthy either, though no pod was ever Ready.
+	hc := meta.FindStatusCondition(h.md("ts").Status.Conditions, mlv1.ModelDeploymentHealthy)
+	require.NotNil(t, hc)
+	assert.Equal(t, metav1.ConditionFalse, hc.Status)
+	assert.Equal(t, mlv1.ReasonContainerCannotStart, hc.Reason)
 }

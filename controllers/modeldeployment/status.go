@@ -84,8 +84,13 @@ func readyCondition(vs []versionResult, generation int64) metav1.Condition {
 }
 
 // healthyCondition: False when a version that is not rolled back is below
-// 80 % Ready replicas, crash-loops, or breaks its metric limits.
+// 80 % Ready replicas, crash-loops, breaks its metric limits, or has pods
+// that cannot be created or started (an image that cannot be pulled, a
+// refused create): such a version is not healthy even before its first
+// Ready pod. True otherwise; its message names versions still rolling out,
+// which are not judged yet.
 func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
+	var rolling []string
 	for _, v := range serving(vs) {
 		if v.failed {
 			continue
@@ -94,14 +99,23 @@ func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
 		case len(v.verdict.CrashLoopPods) > 0:
 			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonCrashLoop,
 				fmt.Sprintf("version %s: pods crash-looping: %s", v.name, strings.Join(v.verdict.CrashLoopPods, ", ")), generation)
+		case v.blockedReason != "" && !v.verdict.FullyReady:
+			return condition(mlv1.ModelDeploymentHealthy, false, v.blockedReason,
+				fmt.Sprintf("version %s: %s", v.name, v.blockedMessage), generation)
 		case v.verdict.Degraded:
 			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonDegraded,
 				fmt.Sprintf("version %s: %d of %d replicas Ready, below %d%%", v.name, v.ready, v.desired, healthyRatioPercent), generation)
 		case v.metricReason != "":
 			return condition(mlv1.ModelDeploymentHealthy, false, v.metricReason, fmt.Sprintf("version %s: %s", v.name, v.metricMessage), generation)
+		case v.sizing > 0 && !v.verdict.RolloutComplete:
+			rolling = append(rolling, v.name)
 		}
 	}
-	return condition(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "every version has at least 80% of its replicas Ready", generation)
+	msg := "every version has at least 80% of its replicas Ready"
+	if len(rolling) > 0 {
+		msg = "every rolled-out version has at least 80% of its replicas Ready; not judged until their first Ready pod: " + strings.Join(rolling, ", ")
+	}
+	return condition(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, msg, generation)
 }
 
 // scaledCondition: True when every version's Deployment has the replicas it wants.

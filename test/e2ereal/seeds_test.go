@@ -309,7 +309,11 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 		return false
 	}
 	err := poll(2*time.Minute, func() bool {
-		return pulling() && opClient.Get(ctx, key, got) == nil && got.Status.ObservedGeneration == got.Generation && len(got.Status.ActiveVersions) > 0
+		if !pulling() || opClient.Get(ctx, key, got) != nil || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
+			return false
+		}
+		h := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
+		return h != nil && h.Status == metav1.ConditionFalse
 	})
 	t.Logf("seed ModelDeployment %s: phase %q, router %s, url %s, versions %+v", key, got.Status.Phase, got.Status.Router, got.Status.URL, got.Status.ActiveVersions)
 	for _, c := range got.Status.Conditions {
@@ -323,6 +327,13 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 	ready := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentReady)
 	require.NotNil(t, ready)
 	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	// An image that cannot be pulled is not healthy, even before any pod
+	// was Ready (the real node showed Healthy=True here once).
+	healthy := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
+	require.NotNil(t, healthy)
+	require.Equal(t, metav1.ConditionFalse, healthy.Status, "%s: %s", healthy.Reason, healthy.Message)
+	require.Equal(t, mlv1.ReasonContainerCannotStart, healthy.Reason)
+	require.Regexp(t, `ErrImagePull|ImagePullBackOff`, healthy.Message)
 }
 
 // podWhy says why a pod is not running: the scheduler's or the kubelet's

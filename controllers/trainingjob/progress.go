@@ -58,13 +58,18 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 		pct = max(0, min(100, pct))
 		st.Progress = strconv.FormatInt(pct, 10) + "%"
 	}
-	if p.Loss != nil || p.Accuracy != nil || p.Throughput != nil {
+	if p.Loss != nil || p.Accuracy != nil || p.Throughput != nil || p.StepTime != nil {
 		m := &mlv1.TrainingMetrics{}
 		if st.Metrics != nil {
 			m = st.Metrics.DeepCopy()
 		}
 		m.Loss, m.Accuracy, m.Throughput = p.Loss, p.Accuracy, p.Throughput
+		m.StepTime = stepTime(p.StepTime)
 		st.Metrics = m
+	}
+	if st.Resources == nil || st.Resources.GPUUtilizationSource != mlv1.GPUUtilizationSourceDCGM {
+		// DCGM's reading, when there is one, wins over the trainer's own.
+		setGPUUtilization(st, p.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
 	}
 	if p.CheckpointEpoch != nil && *p.CheckpointEpoch >= 0 {
 		epoch := clampEpoch(*p.CheckpointEpoch, st.TotalEpochs)
@@ -104,6 +109,29 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 	return changed
 }
 
+// maxStepTime bounds a reported step time: a day per step is already absurd.
+const maxStepTime = 24 * time.Hour
+
+// stepTime is a reported (finite) step time in seconds as a Duration, to the
+// microsecond; negative and absurd values are dropped.
+func stepTime(v *float64) *metav1.Duration {
+	if v == nil || *v < 0 || *v > maxStepTime.Seconds() {
+		return nil
+	}
+	return &metav1.Duration{Duration: time.Duration(*v * float64(time.Second)).Round(time.Microsecond)}
+}
+
+// setGPUUtilization puts a (finite) GPU utilization into
+// status.resources, rounded and clamped to 0..100, naming its source; nil
+// leaves the status alone.
+func setGPUUtilization(st *mlv1.TrainingJobStatus, v *float64, source mlv1.GPUUtilizationSource) {
+	if v == nil {
+		return
+	}
+	pct := int32(max(0, min(100, math.Round(*v))))
+	st.Resources = &mlv1.ResourceUsage{GPUUtilization: &pct, GPUUtilizationSource: source}
+}
+
 // Bounds on what a trainer may report.
 var (
 	// minCheckpointTime: a checkpoint time before this is a bogus clock.
@@ -126,7 +154,8 @@ func sanitizeProgress(p progress.Report) progress.Report {
 	}
 	return progress.Report{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
 		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
-		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp)}
+		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp),
+		StepTime: finite(p.StepTime), GPUUtilization: finite(p.GPUUtilization)}
 }
 
 // clampEpoch turns a reported (finite) epoch into 0..MaxInt32, and at most
@@ -166,7 +195,13 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		if s.Metrics == nil {
 			return ""
 		}
-		return f(s.Metrics.Loss) + f(s.Metrics.Accuracy) + f(s.Metrics.Throughput)
+		return f(s.Metrics.Loss) + f(s.Metrics.Accuracy) + f(s.Metrics.Throughput) + fmt.Sprint(s.Metrics.StepTime)
+	}
+	res := func(s *mlv1.TrainingJobStatus) string {
+		if s.Resources == nil || s.Resources.GPUUtilization == nil {
+			return ""
+		}
+		return fmt.Sprint(*s.Resources.GPUUtilization, s.Resources.GPUUtilizationSource)
 	}
 	cp := func(s *mlv1.TrainingJobStatus) string {
 		if s.LastCheckpoint == nil {
@@ -181,7 +216,7 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		return s.EstimatedCompletionTime.UTC().String()
 	}
 	return a.CurrentEpoch == b.CurrentEpoch && a.TotalEpochs == b.TotalEpochs && a.Progress == b.Progress &&
-		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b)
+		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b) && res(a) == res(b)
 }
 
 // scrapeProgress reads rank 0's progress when it is due.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
@@ -67,10 +68,7 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 		m.StepTime = stepTime(p.StepTime)
 		st.Metrics = m
 	}
-	if st.Resources == nil || st.Resources.GPUUtilizationSource != mlv1.GPUUtilizationSourceDCGM {
-		// DCGM's reading, when there is one, wins over the trainer's own.
-		setGPUUtilization(st, p.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
-	}
+	setGPUUtilization(st, p.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
 	if p.CheckpointEpoch != nil && *p.CheckpointEpoch >= 0 {
 		epoch := clampEpoch(*p.CheckpointEpoch, st.TotalEpochs)
 		if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != epoch {
@@ -245,6 +243,14 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	defer cancel()
 	report, err := r.cfg.Scraper.Scrape(sctx, url)
 	res := scrapeResult{report: report, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
+	if r.cfg.DCGM != nil {
+		// Optional: no exporter, or Prometheus down, leaves rank 0's gauge.
+		if v, ok, derr := r.cfg.DCGM.JobGPUUtilization(sctx, job.Namespace, job.Name); derr == nil && ok {
+			res.dcgm = &v
+		} else if derr != nil {
+			log.FromContext(ctx).V(1).Info("reading GPU utilization from DCGM", "error", derr.Error())
+		}
+	}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	r.scrapes.pend(key, res)
 	r.applyScrape(ctx, p, key, res)
@@ -254,6 +260,12 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.NamespacedName, res scrapeResult) {
 	job := p.job
 	setCondition(&job.Status, progressCondition(job, res.err, res.url), metav1.NewTime(res.at))
+	report := res.report
+	if v := res.dcgm; v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+		// DCGM measures every GPU of the job; rank 0's gauge only its own.
+		setGPUUtilization(&job.Status, v, mlv1.GPUUtilizationSourceDCGM)
+		report.GPUUtilization = nil
+	}
 	if res.err != nil {
 		return
 	}
@@ -261,7 +273,7 @@ func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.Namespa
 	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
 		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
 	}
-	if applyProgress(job, res.report, res.at, base) {
+	if applyProgress(job, report, res.at, base) {
 		r.logMLflowMetrics(ctx, p)
 	}
 }

@@ -1,8 +1,6 @@
 package packaging
 
 import (
-	"context"
-	"errors"
 	"slices"
 	"testing"
 
@@ -12,18 +10,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/ml-operator/ml-operator/internal/manager"
-	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // Seed 003's monitoring steps, with config/overlays/metrics-http: the
 // manager's args (parsed by its real flag set) serve plain-HTTP metrics on
 // :8080 from a container port named metrics; the metrics Service's one port
 // is named metrics, 8080, targeting it; the ServiceMonitor scrapes that
-// port over http; the network policy admits 8080. A manager started with
-// exactly those parsed options (on a free loopback port instead of :8080)
-// answers GET /metrics over plain HTTP.
+// port over http; the network policy admits 8080. (That a manager with
+// --metrics-secure=false answers GET /metrics over plain HTTP is
+// TestDashboardAndAlertMetricsAreExported's scrape: one manager per test
+// process, as controller names must be unique.)
 func TestMetricsHTTPOverlayServesSeed003sSteps(t *testing.T) {
 	objs := buildAndDecode(t, "config/overlays/metrics-http")
 	_, c := managerDeployment(t, objs)
@@ -70,25 +66,4 @@ func TestMetricsHTTPOverlayServesSeed003sSteps(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int{8080}, ports, "the metrics network policy admits 8080")
-
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	opts.MetricsAddr = testutil.FreeAddr(t)
-	opts.ProbeAddr, opts.LeaderElect, opts.EnableWebhooks = "0", false, false
-	opts.DialLoopbackOnly = true
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- manager.Run(ctx, env.Config, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("manager exited: %v", err)
-		}
-	})
-	url := "http://" + opts.MetricsAddr + "/metrics"
-	testutil.Eventually(t, func() bool {
-		families, err := scrape(url)
-		return err == nil && families["controller_runtime_reconcile_total"] != nil
-	}, "plain-HTTP metrics on %s", url)
 }

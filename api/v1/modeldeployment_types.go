@@ -118,7 +118,8 @@ type ModelDeploymentSpec struct {
 
 	// SecurityContext replaces the model server container's default
 	// (runAsNonRoot, no privilege escalation, every capability dropped,
-	// RuntimeDefault seccomp).
+	// RuntimeDefault seccomp), and the storage initializer's, which runs
+	// with the server's.
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }

@@ -199,17 +199,14 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 	threshold := md.Spec.EffectiveFailureThreshold()
 	deadline := md.Spec.EffectiveProgressDeadlineSeconds()
 	port := md.Spec.EffectivePort()
+	// The model comes from modelPath through the model volume. A stored
+	// modelPath admission refuses today (gs://, hf:// from before the
+	// storage initializer) keeps the old contract: MODEL_PATH is the URI
+	// and the server loads it itself.
 	var src *mlv1.ModelSource
-	if v.ModelPath != "" {
-		s, err := mlv1.ParseModelPath(v.ModelPath)
-		if err != nil {
-			return nil, fmt.Errorf("version %s: modelPath %q: %w", v.Name, v.ModelPath, err)
-		}
-		src = &s
-	}
-	localPath := ""
-	if src != nil {
-		localPath = src.LocalPath()
+	localPath := v.ModelPath
+	if s, err := mlv1.ParseModelPath(v.ModelPath); err == nil {
+		src, localPath = &s, s.LocalPath()
 	}
 
 	container := corev1ac.Container().

@@ -200,6 +200,8 @@ func TestModelVolumePerScheme(t *testing.T) {
 				WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)},
 		}},
 		{"", want{env: []string{"", ""}}},
+		// Stored before gs:// was refused: passed on as it was.
+		{"gs://models/m", want{env: []string{"gs://models/m", "gs://models/m"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.modelPath, func(t *testing.T) {

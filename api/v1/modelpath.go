@@ -119,15 +119,19 @@ func (s ModelSource) Fetched() bool { return s.Scheme != ModelSchemePVC }
 // LocalPath is where the model is in the server container: for pvc://,
 // ModelMountPath/<path> (the claim is mounted there); otherwise
 // ModelMountPath/<the last non-empty segment of the URL path or the key>
-// (a file, or for an s3 prefix a directory), or ModelMountPath itself when
-// there is none (an http URL of a host's root, a whole bucket).
+// (a file, or for an s3 prefix a directory). Without such a segment, a
+// whole bucket is ModelMountPath itself and an http(s) URL of a host's root
+// the file ModelMountPath/model.
 func (s ModelSource) LocalPath() string {
 	if s.Scheme == ModelSchemePVC {
 		return path.Join(ModelMountPath, s.Path)
 	}
 	base := path.Base(path.Clean("/" + s.Path))
 	if base == "/" || base == "." {
-		return ModelMountPath
+		if s.Scheme == ModelSchemeS3 {
+			return ModelMountPath
+		}
+		return path.Join(ModelMountPath, "model")
 	}
 	return path.Join(ModelMountPath, base)
 }

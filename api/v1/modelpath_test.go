@@ -11,14 +11,15 @@ import (
 
 // The server's MODEL_PATH for each scheme: the claim's path under the
 // mount; the last segment of a URL's path or an S3 key (a file, or the
-// directory of an S3 prefix); the mount itself when there is none.
+// directory of an S3 prefix); for none, the mount itself (a bucket) or the
+// file model in it (a URL).
 func TestModelSourceLocalPath(t *testing.T) {
 	for modelPath, want := range map[string]string{
 		"pvc://models":                           "/mnt/model",
 		"pvc://models/fraud/v1.json":             "/mnt/model/fraud/v1.json",
 		"http://store.ns.svc/fraud-v1.json":      "/mnt/model/fraud-v1.json",
 		"https://h/models/m.json?rev=2#x":        "/mnt/model/m.json",
-		"https://h":                              "/mnt/model",
+		"https://h":                              "/mnt/model/model",
 		"http://h/models/":                       "/mnt/model/models",
 		"s3://models/sentiment/v1/model.pt":      "/mnt/model/model.pt",
 		"s3://models/sentiment/v1/":              "/mnt/model/v1",

@@ -312,8 +312,9 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 		}
 		return false
 	}
-	err := poll(2*time.Minute, func() bool {
-		if !fetchFailed() || opClient.Get(ctx, key, got) != nil || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
+	err := poll(3*time.Minute, func() bool {
+		failed := fetchFailed()
+		if opClient.Get(ctx, key, got) != nil || !failed || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
 			return false
 		}
 		h := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
@@ -326,7 +327,7 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 	for _, p := range pods.Items {
 		t.Logf("  pod %s: %s %s", p.Name, p.Status.Phase, podWhy(&p))
 	}
-	require.NoError(t, err, "the seed ModelDeployment's model fetch never failed, or it has no status")
+	require.NoError(t, err, "the seed ModelDeployment's model fetch never failed, or it has no status\n%s", node.NamespaceDiagnostics(ctx, key.Namespace))
 	require.Equal(t, mlv1.PhasePending, got.Status.Phase, "no version of the seed can take traffic here")
 	ready := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentReady)
 	require.NotNil(t, ready)

@@ -10,6 +10,7 @@ PREVIOUS_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/ml-operator/ml-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 MODEL_SERVER_IMG ?= ghcr.io/ml-operator/model-server:v$(VERSION)
+STORAGE_INITIALIZER_IMG ?= ghcr.io/ml-operator/storage-initializer:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:latest
 CHANNELS ?= stable,candidate

@@ -41,6 +41,7 @@ var envSamples = map[string]string{
 	"placement-timeout":              "45m0s",
 	"prometheus-url":                 "https://thanos-querier.openshift-monitoring.svc:9091",
 	"sync-period":                    "1h0m0s",
+	"storage-initializer-image":      "registry.internal/ml-operator/storage-initializer:v9",
 	"webhook-cert-path":              "/certs",
 	"webhook-host":                   "127.0.0.1",
 	"webhook-port":                   "10443",

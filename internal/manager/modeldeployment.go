@@ -40,7 +40,8 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Routers:  routers,
 		Routing:  modeldeployment.RoutingDefaults{Gateway: opts.DefaultGateway, IstioMesh: opts.IstioMesh},
 		// The same defaults as the workers' (internal/podsecurity).
-		PodSecurity: opts.PodSecurity,
+		PodSecurity:             opts.PodSecurity,
+		StorageInitializerImage: opts.StorageInitializerImage,
 	}
 	if opts.PrometheusURL != "" {
 		src, err := prometheusSource(opts)

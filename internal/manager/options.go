@@ -15,6 +15,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 )
 
 // Options are the manager's command-line settings.
@@ -61,6 +62,9 @@ type Options struct {
 	// PodSecurity are the security defaults of the pods the operator
 	// creates (workers, model servers) when their owner sets none.
 	PodSecurity podsecurity.Defaults
+	// StorageInitializerImage is the image of the init container that
+	// fetches a ModelDeployment version's http(s):// or s3:// modelPath.
+	StorageInitializerImage string
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
 	// PrometheusBearerTokenFile and PrometheusCAFile authenticate to
@@ -108,6 +112,7 @@ func NewOptions() *Options {
 		GPUNodeSelector:         map[string]string{},
 		DefaultImages:           DefaultFrameworkImages(),
 		PodSecurity:             podsecurity.NewDefaults(),
+		StorageInitializerImage: storageinit.DefaultImage,
 		SyncPeriod:              10 * time.Hour,
 		PlacementTimeout:        trainingjob.DefaultPlacementTimeout,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
@@ -179,6 +184,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"fsGroup of those pods, so volumes are writable by that group (see --pod-run-as-user for unset and empty).")
 	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
 		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
+	fs.StringVar(&o.StorageInitializerImage, "storage-initializer-image", o.StorageInitializerImage,
+		"Image of the storage initializer, the init container that fetches a ModelDeployment version's http(s):// or s3:// modelPath into the model volume (the project's ./cmd/storage-initializer).")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback, and for TrainingJob GPU utilization from NVIDIA DCGM exporter.")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
 		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")

@@ -1,4 +1,4 @@
-package managertest
+package nativegangtest
 
 import (
 	"context"
@@ -145,42 +145,4 @@ func TestNativeGangWorkloadAndPodGroupPerAttempt(t *testing.T) {
 		return (apierrors.IsNotFound(errWL) || wl.DeletionTimestamp != nil) &&
 			(apierrors.IsNotFound(errPG) || pg.DeletionTimestamp != nil)
 	}, "attempt 0's Workload and PodGroup deleted")
-}
-
-// Without the API (the default), a job with the default scheduler gets no
-// Workload or PodGroup, its pods no schedulingGroup, and the status does
-// not say Native.
-func TestNoNativeGangWithoutTheAPI(t *testing.T) {
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	opts := manager.NewOptions()
-	opts.MetricsAddr = testutil.FreeAddr(t)
-	opts.MetricsSecure = false
-	opts.ProbeAddr = testutil.FreeAddr(t)
-	opts.LeaderElect = false
-	opts.EnableWebhooks = false
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- manager.Run(ctx, env.Config, opts) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	c := env.Client
-	ns := testutil.Namespace(t, c)
-	job := testutil.TrainingJob("plain", ns).Workers(2).GPUs(1).RetainCheckpoints(false).Obj()
-	require.NoError(t, c.Create(ctx, job))
-	var list corev1.PodList
-	testutil.Eventually(t, func() bool {
-		require.NoError(t, c.List(ctx, &list, client.InNamespace(ns)))
-		return len(list.Items) == 2
-	}, "2 pods")
-	for _, p := range list.Items {
-		assert.Nil(t, p.Spec.SchedulingGroup, p.Name)
-	}
-	got := &mlv1.TrainingJob{}
-	testutil.Eventually(t, func() bool {
-		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(job), got))
-		return got.Status.GangPlacement != ""
-	}, "status.gangPlacement set")
-	assert.NotEqual(t, mlv1.GangPlacementNative, got.Status.GangPlacement)
 }

@@ -176,14 +176,15 @@ func TestUnschedulableCondition(t *testing.T) {
 	}
 	// Native gangs: ranks 0 and 1 fit but wait for the gang; rank 2 is why.
 	waiting := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: corev1.PodReasonUnschedulable, Message: "waiting for minCount pods from a gang to be scheduled"}
+		Reason: corev1.PodReasonUnschedulable, Message: "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, " +
+			"one or more plugins asked to wait and no plugin rejected pod"}
 	c = unschedulableCondition(pending, []*corev1.Pod{mk(0, "", waiting), mk(2, "", unsched), mk(1, "", waiting)}, mlv1.GangPlacementNative)
 	assert.Equal(t, mlv1.ReasonUnschedulable, c.Reason)
 	assert.Contains(t, c.Message, "rank 2 (pod "+mlv1.WorkerPodName(job.Name, 2)+") is unschedulable: 0/6 nodes are available: 4 Insufficient nvidia.com/gpu.")
 	assert.Contains(t, c.Message, "native gang scheduling binds no pod of the gang until every pod fits")
 	// Only waiting members: the lowest rank is named.
 	c = unschedulableCondition(pending, []*corev1.Pod{mk(1, "", waiting), mk(0, "", waiting)}, mlv1.GangPlacementNative)
-	assert.Contains(t, c.Message, "rank 0 (pod "+mlv1.WorkerPodName(job.Name, 0)+") is unschedulable: waiting for minCount pods")
+	assert.Contains(t, c.Message, "rank 0 (pod "+mlv1.WorkerPodName(job.Name, 0)+") is unschedulable: pod group is unschedulable, waiting for minCount pods")
 	// Without native gangs the lowest rank is named whatever its message.
 	c = unschedulableCondition(pending, []*corev1.Pod{mk(0, "", waiting), mk(2, "", unsched)}, mlv1.GangPlacementTimeout)
 	assert.Contains(t, c.Message, "rank 0 (pod ")

@@ -32,10 +32,13 @@ import (
 // NativeTemplateName is the name of the Workload's only PodGroupTemplate.
 const NativeTemplateName = "gang"
 
-// NativeGangWaiting is how kube-scheduler's GangScheduling plugin (Permit
-// and PreEnqueue) starts the message on a gang member it could place but
-// holds back because the rest of the gang cannot be placed yet: not the
-// reason the gang waits, which is on the member that did not fit.
+// NativeGangWaiting is what kube-scheduler's GangScheduling plugin (Permit
+// and PreEnqueue) says of a gang member it could place but holds back
+// because the rest of the gang cannot be placed yet: not the reason the gang
+// waits, which is on the member that did not fit. A held-back member's
+// PodScheduled message reads, in 1.36, "pod group is unschedulable, waiting
+// for minCount pods from a gang to be scheduled, one or more plugins asked
+// to wait and no plugin rejected pod".
 const NativeGangWaiting = "waiting for minCount pods from a gang"
 
 var (
@@ -57,7 +60,7 @@ func IsDefaultScheduler(schedulerName string) bool {
 // IsNativeGangWaiting says whether a pod's Unschedulable message is the
 // GangScheduling plugin holding back a member it could place.
 func IsNativeGangWaiting(message string) bool {
-	return strings.HasPrefix(message, NativeGangWaiting)
+	return strings.Contains(message, NativeGangWaiting)
 }
 
 // desiredWorkload is the Workload of a gang attempt: one PodGroupTemplate

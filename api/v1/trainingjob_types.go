@@ -572,8 +572,10 @@ type TrainingJobStatus struct {
 
 	// GangPlacement is how the current gang is placed all-or-nothing: Kueue,
 	// Volcano or Coscheduling (a gang scheduler admits every pod at once),
-	// PlacementTimeout (the operator releases a gang not placed in time) or
-	// None (placementTimeout 0s and no gang scheduler).
+	// Native (Kubernetes' own gang scheduling: a scheduling.k8s.io/v1alpha2
+	// Workload and PodGroup per attempt), PlacementTimeout (the operator
+	// releases a gang not placed in time) or None (placementTimeout 0s and
+	// no gang scheduler).
 	// +optional
 	GangPlacement GangPlacement `json:"gangPlacement,omitempty"`
 

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
@@ -141,11 +142,17 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	if len(missing) == 0 {
 		return workersOnly(inFlight), nil
 	}
-	// A gang scheduler's PodGroup exists before the pods that name it.
+	// A gang scheduler's PodGroup exists before the pods that name it. Under
+	// Kueue (a queue name) the default scheduler gets no native group: Kueue
+	// admits the gang (status.gangPlacement Kueue).
 	gang := desiredGang(job, attempt, want)
-	scheduler, grouped, err := r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang)
-	if err != nil {
-		return workersOnly(inFlight), err
+	var scheduler podgroups.Scheduler
+	grouped := false
+	if job.Spec.Scheduling.QueueName == "" || !podgroups.IsDefaultScheduler(job.Spec.Scheduling.SchedulerName) {
+		var err error
+		if scheduler, grouped, err = r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang); err != nil {
+			return workersOnly(inFlight), err
+		}
 	}
 	if grouped {
 		for _, pod := range missing {

@@ -138,7 +138,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 			Containers: []corev1.Container{{
 				Name:    TrainerContainerName,
 				Image:   spec.EffectiveImage(cfg.DefaultImages),
-				Command: spec.Command,
+				Command: workerCommand(spec, cfg),
 				Args:    spec.Args,
 				Env:     env,
 				Ports: []corev1.ContainerPort{
@@ -166,6 +166,17 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), gangSize(spec))
 	}
 	return pod
+}
+
+// workerCommand is spec.command, or, when the job names neither a command
+// nor args, the admin's default launch command for its framework
+// (mlv1.LaunchTemplate) expanded for the job. A job with args only runs
+// them under the image's entrypoint, as a Kubernetes container does.
+func workerCommand(spec *mlv1.TrainingJobSpec, cfg *Config) []string {
+	if len(spec.Command) > 0 || len(spec.Args) > 0 {
+		return spec.Command
+	}
+	return cfg.DefaultCommands[string(spec.EffectiveFramework())].Expand(spec)
 }
 
 // desiredPSPod is a TensorFlow parameter server of a gang attempt: the

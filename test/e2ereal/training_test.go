@@ -35,10 +35,12 @@ import (
 var trainerImageMu sync.Mutex
 
 // pushTrainerImage builds the trainer image (Debian's PyTorch by
-// mmdebstrap, cached, plus test/torch/trainer/train.py) and pushes it
+// mmdebstrap, cached, plus test/torch/trainer/train.py, also at
+// /app/train.py where the default launch command runs it) and pushes it
 // under each of refs. Like Ubuntu-based PyTorch images it has `python`
-// and runs /bin/bash when no command is given, so the seeds' stand-ins are
-// this same image under their names: built, pushed and unpacked once.
+// and `torchrun` on PATH and runs /bin/bash when no command is given, so
+// the seeds' stand-ins are this same image under their names: built,
+// pushed and unpacked once.
 func pushTrainerImage(t *testing.T, refs ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -57,7 +59,12 @@ func pushTrainerImage(t *testing.T, refs ...string) {
 			RootfsTar: rootfs,
 			Files: []images.File{
 				{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644},
+				// Where the operator's default launch command looks
+				// for it (mlv1.DefaultTrainScript): the seed test-job
+				// names no command.
+				{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: mlv1.DefaultTrainScript, Mode: 0o644},
 				{Source: filepath.Join(repo, "test", "e2ereal", "testdata", "python"), Path: "/usr/local/bin/python", Mode: 0o755},
+				{Source: filepath.Join(repo, "test", "e2ereal", "testdata", "torchrun"), Path: "/usr/local/bin/torchrun", Mode: 0o755},
 			},
 			Cmd:        []string{"/bin/bash"},
 			WorkingDir: "/workspace",

@@ -53,6 +53,12 @@ const (
 	// AnnotationV1Status keeps the v1-only status on the v1alpha1 form.
 	AnnotationV1Status = "ml.example.com/v1-status"
 
+	// AnnotationReadWriteMany on a StorageClass says whether its claims may
+	// be ReadWriteMany ("true") or not ("false"), for provisioners
+	// StorageClassReadWriteMany does not know. It decides the access mode of
+	// the checkpoint claims of multi-pod jobs that set none.
+	AnnotationReadWriteMany = "ml.example.com/read-write-many"
+
 	// DefaultGPUResourceName is the extended resource used for GPUs.
 	DefaultGPUResourceName = "nvidia.com/gpu"
 )

@@ -37,7 +37,7 @@ func launchConfig() *Config {
 // operator's torchrun of /app/train.py with every setting as a flag.
 func TestSeedTestJobRunsTheDefaultLaunchCommand(t *testing.T) {
 	job := seedJob(t, "trainingjob-v1-test-job.yaml")
-	pod := desiredWorkerPod(job, 1, 0, launchConfig())
+	pod := desiredWorkerPod(job, 1, 0, launchConfig(), false)
 	c := pod.Spec.Containers[0]
 	want := []string{"torchrun", "/app/train.py", "--model=resnet50", "--dataset=imagenet",
 		"--batchSize=32", "--epochs=10", "--learningRate=0.001", "--checkpoint-dir=/checkpoints"}

@@ -142,10 +142,11 @@ func advertiseGPUs(t *testing.T, n int) {
 	}), "the node's allocatable never showed %d %s", n, mlv1.DefaultGPUResourceName)
 }
 
-// staticVolume is a hostPath PersistentVolume bound in advance to the
-// claim ns/claim (storage class "", as a claim with none binds when the
-// cluster has no default class). It returns the volume's directory.
-func staticVolume(t *testing.T, ns, claim string) string {
+// staticVolume is a hostPath PersistentVolume with the access modes given,
+// bound in advance to the claim ns/claim (storage class "", as a claim
+// with none binds when the cluster has no default class). It returns the
+// volume's directory.
+func staticVolume(t *testing.T, ns, claim string, modes ...corev1.PersistentVolumeAccessMode) string {
 	t.Helper()
 	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
 	require.NoError(t, os.MkdirAll(dir, 0o777))
@@ -154,7 +155,7 @@ func staticVolume(t *testing.T, ns, claim string) string {
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce},
+			AccessModes:                   modes,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
@@ -210,13 +211,21 @@ var seedOutcomes = []seedOutcome{
 func testSeedExamples(t *testing.T) {
 	advertiseGPUs(t, seedGPUs)
 	pushTrainerImage(t, seedImages...)
-	for _, v := range []struct{ ns, claim string }{
-		{"default", "test-job-checkpoints"},
-		{"ml-team", "mnist-training-checkpoints"},
-		{"ml-team", "training-data-pvc"},
-		{"ml-jobs", "pytorch-mnist-checkpoints"},
+	// The checkpoint claims' volumes are ReadWriteOnce only, as block
+	// storage (kind's local-path, GCE PD) is: the node has no
+	// StorageClass, so the operator asks for no more, and the multi-rank
+	// seeds run all their ranks on rank 0's node.
+	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	for _, v := range []struct {
+		ns, claim string
+		modes     []corev1.PersistentVolumeAccessMode
+	}{
+		{"default", "test-job-checkpoints", rwo},
+		{"ml-team", "mnist-training-checkpoints", rwo},
+		{"ml-team", "training-data-pvc", []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
+		{"ml-jobs", "pytorch-mnist-checkpoints", rwo},
 	} {
-		seedVolumes[v.ns+"/"+v.claim] = staticVolume(t, v.ns, v.claim)
+		seedVolumes[v.ns+"/"+v.claim] = staticVolume(t, v.ns, v.claim, v.modes...)
 	}
 	// The claim mnist-training mounts, as its user made it.
 	ensureNamespace(t, "ml-team")
@@ -295,6 +304,12 @@ func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 		if want.checkpoints != nil {
 			dir := seedVolumes[key.Namespace+"/"+mlv1.CheckpointPVCName(key.Name)]
 			require.Equal(t, want.checkpoints, checkpointFiles(dir), "seed %s: checkpoints in %s", key, dir)
+			// Its claim asked for what a ReadWriteOnce-only volume gives,
+			// and was bound to one.
+			pvc := &corev1.PersistentVolumeClaim{}
+			require.NoError(t, node.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: mlv1.CheckpointPVCName(key.Name)}, pvc))
+			require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes, "seed %s checkpoint claim", key)
+			require.Equal(t, corev1.ClaimBound, pvc.Status.Phase, "seed %s checkpoint claim", key)
 		}
 		if want.state == mlv1.StateFailed {
 			// Every attempt was a real failure of the user's command: the

@@ -75,7 +75,9 @@ func pushTrainerImage(t *testing.T, refs ...string) {
 
 // checkpointVolume makes a hostPath PersistentVolume bound in advance to
 // the checkpoint claim the operator creates for job name (the node has no
-// dynamic provisioner) and returns its directory.
+// dynamic provisioner) and returns its directory. It is ReadWriteOnce
+// only, as block storage is: the claim of a job that names no StorageClass
+// asks for no more, and the ranks share the volume on rank 0's node.
 func checkpointVolume(t *testing.T, ns, name string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -86,7 +88,7 @@ func checkpointVolume(t *testing.T, ns, name string) string {
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name + "-checkpoints"},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},

@@ -60,6 +60,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, s
 	}
 	labels[mlv1.LabelRank] = strconv.Itoa(int(rank))
 	labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypeWorker
+	labels[mlv1.LabelLabWorker] = job.Name
 	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
 	// The gang's shape, as this pod is created for it: a resize is seen by
 	// comparing these labels with the spec, never by reading the env back.
@@ -218,6 +219,7 @@ func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config, shar
 	name := mlv1.PSPodName(job.Name, index)
 	pod.Name, pod.Spec.Hostname = name, name
 	pod.Labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypePS
+	delete(pod.Labels, mlv1.LabelLabWorker)
 	c := &pod.Spec.Containers[0]
 	gpu := job.Spec.EffectiveGPUResourceName()
 	delete(c.Resources.Limits, gpu)

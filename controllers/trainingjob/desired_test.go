@@ -93,6 +93,8 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 				"ml.example.com/restart-attempt": "3",
 				"ml.example.com/num-workers":     "2",
 				"app.kubernetes.io/managed-by":   "ml-operator",
+				// The lab's label (docs/decisions.md).
+				"trainingjob.ml.example.com/worker": "bert",
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "bert", UID: "uid-1",
@@ -250,6 +252,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	wantLabels := map[string]string{
 		"team": "nlp", mlv1.LabelRank: "0", mlv1.LabelTrainingJob: "bert", mlv1.LabelReplicaType: "worker",
 		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelNumWorkers: "2",
+		mlv1.LabelLabWorker: "bert",
 		"kueue.x-k8s.io/queue-name": "team-q", "kueue.x-k8s.io/pod-group-name": "bert-1",
 	}
 	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
@@ -369,7 +372,7 @@ func TestDesiredPSPod(t *testing.T) {
 	if n := desiredPSPod(job, 0, 0, &testCfg, false).Annotations["kueue.x-k8s.io/pod-group-total-count"]; n != "4" {
 		t.Errorf("Kueue pod group of 2 workers and 2 parameter servers counts %s pods", n)
 	}
-	if got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
+	if _, worker := got.Labels[mlv1.LabelLabWorker]; worker || got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
 		t.Errorf("labels %v", got.Labels)
 	}
 	if diff := cmp.Diff(corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}, got.Spec.Containers[0].Resources); diff != "" {

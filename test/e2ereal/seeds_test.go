@@ -107,7 +107,11 @@ func deref(p *int32) int32 {
 //     use: the trainer image (Debian's PyTorch with `python`, whose command
 //     when none is given is /bin/bash, as in Ubuntu-based images such as
 //     pytorch/pytorch). It holds none of the users' training scripts;
-//     neither do the real images;
+//     neither do the real images. It does hold /app/train.py (the example
+//     trainer), which the default launch command of test-job runs: an
+//     admin whose jobs name no command points --default-image at an image
+//     with that script, or --default-command at their own (the upstream
+//     pytorch/pytorch image has none);
 //   - a documented static PersistentVolume for each checkpoint claim (the
 //     node has no provisioner) and for mnist-training's data claim
 //     training-data-pvc, which the seed expects to exist.

@@ -116,6 +116,11 @@ def main():
     keep_last = max(1, env_int("CHECKPOINT_KEEP_LAST", 3))
     resume = os.environ.get("RESUME_FROM_CHECKPOINT", "")
 
+    if rank == 0:
+        print(f"rank 0: model {settings.get('model', os.environ.get('MODEL', ''))!r}, "
+              f"dataset {settings.get('dataset', os.environ.get('DATASET', ''))!r}, "
+              f"{epochs} epochs, checkpoints in {ckpt_dir!r}", flush=True)
+
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -131,10 +136,6 @@ def main():
         else:
             print(f"rank {rank}: RESUME_FROM_CHECKPOINT {resume} does not exist; starting over", flush=True)
 
-    if rank == 0:
-        print(f"rank 0: model {settings.get('model', os.environ.get('MODEL', ''))!r}, "
-              f"dataset {settings.get('dataset', os.environ.get('DATASET', ''))!r}, "
-              f"{epochs} epochs, checkpoints in {ckpt_dir!r}", flush=True)
     gauges = serve_metrics(env_int("METRICS_PORT", 8000)) if rank == 0 else None
     if gauges:
         gauges["training_total_epochs"].set(epochs)

@@ -252,7 +252,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	wantLabels := map[string]string{
 		"team": "nlp", mlv1.LabelRank: "0", mlv1.LabelTrainingJob: "bert", mlv1.LabelReplicaType: "worker",
 		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelNumWorkers: "2",
-		mlv1.LabelLabWorker: "bert",
+		mlv1.LabelLabWorker:         "bert",
 		"kueue.x-k8s.io/queue-name": "team-q", "kueue.x-k8s.io/pod-group-name": "bert-1",
 	}
 	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {

@@ -614,6 +614,15 @@ type TrainingJobStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
+	// Duration is how long the job ran, from startTime to completionTime; set
+	// when it finishes (while it runs, startTime tells).
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// Resources is how busy the job's GPUs are, and where that was read.
+	// +optional
+	Resources *ResourceUsage `json:"resources,omitempty"`
+
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -636,9 +645,39 @@ type TrainingMetrics struct {
 	// Throughput is training_throughput_samples_per_second.
 	// +optional
 	Throughput *float64 `json:"throughput,omitempty"`
+	// StepTime is training_step_time_seconds: how long rank 0's latest
+	// training step took.
+	// +optional
+	StepTime *metav1.Duration `json:"stepTime,omitempty"`
 	// LastScrapeTime is when these values were read.
 	// +optional
 	LastScrapeTime *metav1.Time `json:"lastScrapeTime,omitempty"`
+}
+
+// GPUUtilizationSource names where status.resources.gpuUtilization was read.
+// +kubebuilder:validation:Enum=DCGM;Trainer
+type GPUUtilizationSource string
+
+const (
+	// GPUUtilizationSourceDCGM: NVIDIA DCGM exporter's DCGM_FI_DEV_GPU_UTIL
+	// for the job's pods, averaged, read from the Prometheus the manager is
+	// given (--prometheus-url). Preferred when it answers.
+	GPUUtilizationSourceDCGM GPUUtilizationSource = "DCGM"
+	// GPUUtilizationSourceTrainer: rank 0's training_gpu_utilization_percent
+	// gauge (the progress contract).
+	GPUUtilizationSourceTrainer GPUUtilizationSource = "Trainer"
+)
+
+// ResourceUsage is what the job's resources are doing.
+type ResourceUsage struct {
+	// GPUUtilization is the job's average GPU utilization, in percent.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	GPUUtilization *int32 `json:"gpuUtilization,omitempty"`
+	// GPUUtilizationSource is where gpuUtilization was read: DCGM or Trainer.
+	// +optional
+	GPUUtilizationSource GPUUtilizationSource `json:"gpuUtilizationSource,omitempty"`
 }
 
 // WorkerCounts counts pods by phase.

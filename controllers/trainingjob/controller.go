@@ -176,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.emit(p, err == nil && !lost)
 	if err != nil {
-		reconcileErrors.WithLabelValues(job.Namespace, job.Namespace).Inc()
+		reconcileErrors.WithLabelValues(job.Namespace, job.Namespace, errorType(err)).Inc()
 		return ctrl.Result{}, err
 	}
 	if lost {

@@ -43,22 +43,29 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		PodSecurity: opts.PodSecurity,
 	}
 	if opts.PrometheusURL != "" {
-		base := http.DefaultTransport.(*http.Transport)
-		if opts.DialLoopbackOnly {
-			base = netguard.Transport(true, 2*time.Second, true)
-		}
-		rt, err := prometheus.Transport(base, prometheus.Auth{
-			BearerTokenFile: opts.PrometheusBearerTokenFile,
-			CAFile:          opts.PrometheusCAFile,
-		})
-		if err != nil {
-			return err
-		}
-		src, err := prometheus.NewHTTPSource(opts.PrometheusURL, rt)
+		src, err := prometheusSource(opts)
 		if err != nil {
 			return err
 		}
 		r.Metrics = src
 	}
 	return r.SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+}
+
+// prometheusSource is the reader of --prometheus-url, with its
+// authentication: ModelDeployment's rollback metrics and TrainingJob's GPU
+// utilization from DCGM.
+func prometheusSource(opts *Options) (*prometheus.HTTPSource, error) {
+	base := http.DefaultTransport.(*http.Transport)
+	if opts.DialLoopbackOnly {
+		base = netguard.Transport(true, 2*time.Second, true)
+	}
+	rt, err := prometheus.Transport(base, prometheus.Auth{
+		BearerTokenFile: opts.PrometheusBearerTokenFile,
+		CAFile:          opts.PrometheusCAFile,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return prometheus.NewHTTPSource(opts.PrometheusURL, rt)
 }

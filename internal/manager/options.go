@@ -196,7 +196,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"fsGroup of those pods, so volumes are writable by that group (see --pod-run-as-user for unset and empty).")
 	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
 		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
-	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback, and for TrainingJob GPU utilization from NVIDIA DCGM exporter.")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
 		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")
 	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,

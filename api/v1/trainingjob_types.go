@@ -309,8 +309,10 @@ type CheckpointStorage struct {
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// AccessModes of the checkpoint PVC. Default ReadWriteMany when numWorkers
-	// > 1, else ReadWriteOnce.
+	// AccessModes of the checkpoint PVC. When unset, the operator chooses
+	// at creation: ReadWriteMany for a job of more than one pod whose
+	// StorageClass serves shared volumes, else ReadWriteOnce. With a claim
+	// no two nodes may mount, every pod of the job runs on rank 0's node.
 	// +optional
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
@@ -15,6 +16,10 @@ import (
 type Config struct {
 	// DefaultImages are the worker images per framework for jobs that name none.
 	DefaultImages map[string]string
+	// DefaultCommands are the launch commands per framework for jobs that
+	// name no command and no args (mlv1.LaunchTemplate). A framework
+	// without one, or with an empty one, runs the image's entrypoint.
+	DefaultCommands map[string]mlv1.LaunchTemplate
 	// GPUNodeSelector is added to the node selector of GPU workers.
 	GPUNodeSelector map[string]string
 	// PodSecurity are the security defaults of worker pods whose template

@@ -138,7 +138,7 @@ func TestV1Alpha1PhaseMapping(t *testing.T) {
 }
 
 func TestJobOfLabel(t *testing.T) {
-	pvc := desiredPVC(testJob(mlv1.FrameworkPyTorch))
+	pvc := desiredPVC(testJob(mlv1.FrameworkPyTorch), false)
 	reqs := jobOfLabel(context.Background(), pvc)
 	if len(reqs) != 1 || reqs[0].Namespace != "team-a" || reqs[0].Name != "bert" {
 		t.Errorf("requests %v", reqs)

@@ -13,6 +13,7 @@ import (
 // default. A new flag without a sample fails TestEveryFlagHasAnEnvForm,
 // so its environment form is tested too.
 var envSamples = map[string]string{
+	"default-command":                "pytorch=python /opt/train.py --model={model} {hyperparameters};jax=",
 	"default-gateway":                "gateways/public/https",
 	"default-image":                  "pytorch=registry.internal/pytorch:2.5",
 	"dial-loopback-only":             "true",

@@ -25,6 +25,7 @@ func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
 	tracking.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, true)
 	cfg := trainingjob.Config{
 		DefaultImages:           opts.DefaultImages,
+		DefaultCommands:         opts.DefaultCommands,
 		GPUNodeSelector:         opts.GPUNodeSelector,
 		PodSecurity:             opts.PodSecurity,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,

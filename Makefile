@@ -116,7 +116,7 @@ RACE_PKGS ?= ./api/... ./controllers/... ./webhooks/... ./internal/... ./test/in
 .PHONY: test-race
 test-race: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download ## Run the unit and envtest suites with the race detector (RACE_PKGS); any race fails.
 	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
-	go test -race -json $(RACE_PKGS) $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
+	TESTUTIL_TIMEOUT=30s go test -race -json $(RACE_PKGS) $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 
 .PHONY: coverage-check
 coverage-check: ## Fail when cover.out (from make test) is below COVER_MIN percent.

@@ -34,7 +34,7 @@ func testModelPaths(t *testing.T) {
 
 	ns := restrictedNamespace(t)
 	store := modelStore(t, ns, map[string]string{"fraud-v1.json": `{"weights":[2],"bias":1}`})
-	staticVolume(t, ns, "models")
+	staticVolume(t, ns, "models", corev1.ReadWriteOnce)
 	dir := filepath.Join(node.Workdir(), "volumes", ns+"-models", "fraud")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "v1.json"), []byte(`{"weights":[3],"bias":0}`), 0o644))

@@ -77,15 +77,7 @@ func testModelPaths(t *testing.T) {
 	require.NoError(t, opClient.Create(ctx, bad))
 
 	began := time.Now()
-	got := &mlv1.ModelDeployment{}
-	err := poll(4*time.Minute, func() bool {
-		if opClient.Get(ctx, client.ObjectKeyFromObject(md), got) != nil {
-			return false
-		}
-		web, pvc := versionStatus(got, "web"), versionStatus(got, "pvc")
-		return got.Status.Phase == mlv1.PhaseRunning && web != nil && pvc != nil && web.HealthyReplicas == 1 && pvc.HealthyReplicas == 1
-	})
-	require.NoError(t, err, "status %+v\n%s", got.Status, node.NamespaceDiagnostics(ctx, ns))
+	waitRunning(t, md, 4*time.Minute, map[string]int32{"web": 1, "pvc": 1})
 	t.Logf("http:// and pvc:// versions Ready in %s", time.Since(began).Round(100*time.Millisecond))
 
 	// Each version's own Service answers with its own model: 2x+1 from the
@@ -122,7 +114,7 @@ func testModelPaths(t *testing.T) {
 
 	// The missing model: the initializer's message in the conditions.
 	var progressing *metav1.Condition
-	err = poll(3*time.Minute, func() bool {
+	err := poll(3*time.Minute, func() bool {
 		cur := &mlv1.ModelDeployment{}
 		if opClient.Get(ctx, client.ObjectKeyFromObject(bad), cur) != nil {
 			return false

@@ -146,16 +146,7 @@ func testServing(t *testing.T) {
 	}
 	require.NoError(t, opClient.Create(ctx, md))
 	began := time.Now()
-	got := &mlv1.ModelDeployment{}
-	err := poll(5*time.Minute, func() bool {
-		if opClient.Get(ctx, client.ObjectKeyFromObject(md), got) != nil {
-			return false
-		}
-		v1, v2 := versionStatus(got, "v1"), versionStatus(got, "v2")
-		return got.Status.Phase == mlv1.PhaseRunning && v1 != nil && v2 != nil &&
-			v1.HealthyReplicas == 9 && v2.HealthyReplicas == 1
-	})
-	require.NoError(t, err, "status %+v\n%s", got.Status, node.NamespaceDiagnostics(ctx, ns))
+	got := waitRunning(t, md, 5*time.Minute, map[string]int32{"v1": 9, "v2": 1})
 	t.Logf("10 model server pods Ready through their probes in %s; router %s, weights %v, url %s",
 		time.Since(began).Round(100*time.Millisecond), got.Status.Router, weights(got), got.Status.URL)
 	require.Equal(t, mlv1.RouterService, got.Status.Router, "no Gateway API or Istio on this cluster")
@@ -214,6 +205,28 @@ func modelStore(t *testing.T, ns string, files map[string]string) string {
 }
 
 // testRollbackOfACrashingVersion adds a version v3 whose model has no
+// waitRunning waits until md is Running with the given Ready replicas per
+// version, and returns it; on timeout it fails with the namespace's
+// diagnostics.
+func waitRunning(t *testing.T, md *mlv1.ModelDeployment, timeout time.Duration, healthy map[string]int32) *mlv1.ModelDeployment {
+	t.Helper()
+	ctx := context.Background()
+	got := &mlv1.ModelDeployment{}
+	err := poll(timeout, func() bool {
+		if opClient.Get(ctx, client.ObjectKeyFromObject(md), got) != nil || got.Status.Phase != mlv1.PhaseRunning {
+			return false
+		}
+		for name, n := range healthy {
+			if v := versionStatus(got, name); v == nil || v.HealthyReplicas != n {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, err, "status %+v\n%s", got.Status, node.NamespaceDiagnostics(ctx, md.Namespace))
+	return got
+}
+
 // weights: the storage initializer fetches it, its server exits at start, the operator deletes the
 // crash-looping pod (Remediated) and, when the replacement crash-loops too,
 // rolls v3 back (CrashLoop), giving its share to v1.

@@ -370,7 +370,7 @@ func validateSteps(steps []mlv1.RolloutStep, p *field.Path) field.ErrorList {
 
 // headerName is an HTTP header name (RFC 9110 token), as the Gateway API
 // spells it.
-var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$")
+var headerName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_|~]+$`)
 
 // validateCanaryHeader checks traffic.canaryHeader: a header name and a
 // non-empty value. The CRD schema repeats both.
@@ -383,7 +383,7 @@ func validateCanaryHeader(h *mlv1.CanaryHeader, p *field.Path) field.ErrorList {
 	case h.Name == "":
 		errs = append(errs, field.Required(p.Child("name"), "the header name"))
 	case len(h.Name) > 256 || !headerName.MatchString(h.Name):
-		errs = append(errs, field.Invalid(p.Child("name"), h.Name, "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~, at most 256)"))
+		errs = append(errs, field.Invalid(p.Child("name"), h.Name, "must be an HTTP header name (letters, digits and !#$%&'*+-.^_|~, at most 256)"))
 	}
 	switch {
 	case h.Value == "":

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/test/testutil"
@@ -106,6 +107,15 @@ func TestSteppedRolloutPromotes(t *testing.T) {
 	assert.Len(t, md.Status.Rollout.Analyses, 2)
 	assert.True(t, hasEvent(h.events(), "Normal Promoted", "v2=100%"))
 	assert.Empty(t, md.Status.FailedVersions)
+	// docs/modeldeployment.md quotes this output (go test -v -run TestSteppedRolloutPromotes).
+	t.Logf("status.rollout:\n%s\nstatus.history:\n%s", yamlOf(t, md.Status.Rollout), yamlOf(t, md.Status.History))
+}
+
+func yamlOf(t *testing.T, v any) string {
+	t.Helper()
+	out, err := yaml.Marshal(v)
+	require.NoError(t, err)
+	return string(out)
 }
 
 // A version that answers 20 % errors fails its first analysis: the rollout
@@ -154,6 +164,8 @@ func TestSteppedRolloutAbortsOnFailedAnalysis(t *testing.T) {
 	evs := h.events()
 	assert.True(t, hasEvent(evs, "Warning AnalysisFailed", "error rate 0.2 is above rollout.maxErrorRate 0.05 (query: "+a.Query+")"))
 	assert.True(t, hasEvent(evs, "Warning RolledBack", "version v2 rolled back (AnalysisFailed)"))
+	// docs/modeldeployment.md quotes this output (go test -v -run TestSteppedRolloutAbortsOnFailedAnalysis).
+	t.Logf("status.rollout:\n%s\nstatus.failedVersions:\n%s\nevents:\n%s", yamlOf(t, md.Status.Rollout), yamlOf(t, md.Status.FailedVersions), strings.Join(evs, "\n"))
 
 	// It stays aborted for this generation.
 	h.clock.Step(time.Minute)

@@ -197,6 +197,7 @@ func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
 	if md.Spec.Framework != old.Spec.Framework {
 		errs = append(errs, field.Invalid(spec.Child("framework"), string(md.Spec.Framework), "field is immutable"))
 	}
+	errs = append(errs, validateServingRemoval(old, md, spec.Child("versions"))...)
 	if md.Spec.Rollout.RollbackTo != old.Spec.Rollout.RollbackTo {
 		errs = append(errs, validateRollbackTo(md.Spec.Rollout.RollbackTo, md.Spec.Versions, old.Status.History, spec.Child("rollout", "rollbackTo"))...)
 	}
@@ -420,4 +421,25 @@ func validateRollbackTo(name string, versions []mlv1.ModelVersion, history []mlv
 	}
 	slices.Sort(names)
 	return field.ErrorList{field.Invalid(p, name, "must name a version of spec.versions or status.history: "+strings.Join(names, ", "))}
+}
+
+// validateServingRemoval refuses, when rollout.steps is set, an update that
+// removes from spec.versions a version the stored status shows taking
+// traffic: a removed version drains at once, so the old version would give
+// up its traffic and capacity before the new one is promoted.
+func validateServingRemoval(old, md *mlv1.ModelDeployment, p *field.Path) field.ErrorList {
+	if len(md.Spec.Rollout.Steps) == 0 {
+		return nil
+	}
+	in := func(vs []mlv1.ModelVersion, name string) bool {
+		return slices.ContainsFunc(vs, func(v mlv1.ModelVersion) bool { return v.Name == name })
+	}
+	var errs field.ErrorList
+	for _, v := range old.Status.ActiveVersions {
+		if v.Weight > 0 && in(old.Spec.Versions, v.Name) && !in(md.Spec.Versions, v.Name) {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"version %s still takes %d%% of the traffic: with spec.rollout.steps keep it (at weight 0) until the new versions are promoted, then remove it", v.Name, v.Weight)))
+		}
+	}
+	return errs
 }

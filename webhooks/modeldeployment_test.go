@@ -201,3 +201,31 @@ func TestValidateRollbackTo(t *testing.T) {
 	again.Labels = map[string]string{"a": "b"}
 	assert.Empty(t, validateModelDeployment(stored, again))
 }
+
+// With steps, a version that still takes traffic cannot leave the spec
+// (it would drain before the new one is promoted).
+func TestServingVersionStaysDuringSteppedRollout(t *testing.T) {
+	old := &mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: mlv1.ModelDeploymentSpec{
+		ModelName: "m", Framework: mlv1.ModelFrameworkONNX, Image: "s:1",
+		Versions: []mlv1.ModelVersion{{Name: "v1"}},
+		Rollout:  mlv1.RolloutSpec{Steps: []mlv1.RolloutStep{{Weight: 10}}},
+	}}
+	DefaultModelDeployment(old, nil)
+	old.Status.ActiveVersions = []mlv1.VersionStatus{{Name: "v1", Weight: 100}}
+	md := old.DeepCopy()
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
+	errs := validateModelDeployment(old, md)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "spec.versions: Forbidden: version v1 still takes 100% of the traffic: with spec.rollout.steps keep it (at weight 0) until the new versions are promoted, then remove it", errs[0].Error())
+
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v1", Weight: ptr.To[int32](0)}, {Name: "v2", Weight: ptr.To[int32](100)}}
+	assert.Empty(t, validateModelDeployment(old, md), "kept at weight 0")
+
+	old.Status.ActiveVersions[0].Weight = 0
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
+	assert.Empty(t, validateModelDeployment(old, md), "a version without traffic may go")
+
+	old.Status.ActiveVersions[0].Weight = 100
+	md.Spec.Rollout.Steps = nil
+	assert.Empty(t, validateModelDeployment(old, md), "without steps, removal drains as before")
+}

@@ -148,8 +148,9 @@ func rolloutActive(st *mlv1.RolloutStatus) bool {
 // out from the last promoted set, through steps. prev carries over while it
 // is for the same set and was not aborted at an older generation (a spec
 // change retries an aborted rollout from its first step). No rollout runs
-// without steps, for a set already promoted, or when nothing was ever
-// promoted (the first version set of a ModelDeployment applies at once).
+// without steps, for a set already promoted, when nothing was ever
+// promoted (the first version set of a ModelDeployment applies at once), or
+// when the new set has no new version to judge.
 func startRollout(prev *mlv1.RolloutStatus, history []mlv1.HistoryEntry, steps []mlv1.RolloutStep, currentFailures bool) *mlv1.RolloutStatus {
 	if len(steps) == 0 || len(history) == 0 {
 		return nil
@@ -169,12 +170,18 @@ func startRollout(prev *mlv1.RolloutStatus, history []mlv1.HistoryEntry, steps [
 	if stable == nil {
 		return nil
 	}
+	canaries := canaryVersions(stable.Versions, head.Versions)
+	if len(canaries) == 0 {
+		// Nothing new to judge (a return to the promoted set, a version
+		// dropped): the weights apply at once.
+		return nil
+	}
 	return &mlv1.RolloutStatus{
 		Generation: head.Generation,
 		Phase:      mlv1.RolloutProgressing,
 		StepWeight: steps[0].Weight,
 		Stable:     recordWeights(stable.Versions),
-		Canaries:   canaryVersions(stable.Versions, head.Versions),
+		Canaries:   canaries,
 	}
 }
 

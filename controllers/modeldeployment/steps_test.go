@@ -92,6 +92,10 @@ func TestStartRollout(t *testing.T) {
 	assert.Equal(t, int64(3), next.Generation)
 	assert.Equal(t, []mlv1.VersionWeight{{Name: "v1", Weight: 100}}, next.Stable, "the stable set is the last promoted one, not the superseded one")
 	assert.Equal(t, []string{"v3"}, next.Canaries)
+
+	back := mlv1.HistoryEntry{Generation: 4, Outcome: mlv1.OutcomeProgressing, Versions: []mlv1.VersionRecord{{Name: "v1", Weight: 100}}}
+	assert.Nil(t, startRollout(next, []mlv1.HistoryEntry{back, {Generation: 3, Outcome: mlv1.OutcomeSuperseded}, promoted}, steps, false),
+		"back to the promoted set: nothing new to judge, the weights apply at once")
 }
 
 // An analysis fails with the query, the value and the threshold; a version

@@ -27,7 +27,13 @@ func (h *harness) promoted(md *mlv1.ModelDeployment, ready int32) {
 	h.t.Helper()
 	h.create(md)
 	h.reconcile(md.Name)
-	h.setReady(md.Name+"-"+md.Spec.Versions[0].Name, ready)
+	dep := md.Name + "-" + md.Spec.Versions[0].Name
+	if d := h.deployment(dep); ptr.Deref(d.Spec.Replicas, 1) < ready {
+		// The HPA scales it to its minimum (envtest runs no HPA controller).
+		d.Spec.Replicas = ptr.To(ready)
+		require.NoError(h.t, k8s.Update(context.Background(), d))
+	}
+	h.setReady(dep, ready)
 	h.reconcile(md.Name)
 	got := h.md(md.Name)
 	require.Equal(h.t, mlv1.OutcomeSucceeded, got.Status.History[0].Outcome)

@@ -129,6 +129,12 @@ func DefaultModelDeployment(md, old *mlv1.ModelDeployment) {
 	if s.Rollout.ProgressDeadlineSeconds == 0 {
 		s.Rollout.ProgressDeadlineSeconds = s.EffectiveProgressDeadlineSeconds()
 	}
+	s.Rollout.RollbackStrategy = s.EffectiveRollbackStrategy()
+	for i := range s.Rollout.Steps {
+		if a := s.Rollout.Steps[i].Analysis; a != nil && a.Checks == 0 {
+			a.Checks = s.Rollout.Steps[i].EffectiveChecks()
+		}
+	}
 
 	if st := s.Storage; st != nil {
 		if st.Size == nil {
@@ -181,7 +187,8 @@ func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), md.Name,
 				msg+" (it names the ModelDeployment's Service)"))
 		}
-		return append(errs, validateModelDeploymentSpec(md.Name, &md.Spec, spec)...)
+		errs = append(errs, validateModelDeploymentSpec(md.Name, &md.Spec, spec)...)
+		return append(errs, validateRollbackTo(md.Spec.Rollout.RollbackTo, md.Spec.Versions, nil, spec.Child("rollout", "rollbackTo"))...)
 	}
 	errs := newProblems(validateModelDeploymentSpec(old.Name, &old.Spec, spec), validateModelDeploymentSpec(md.Name, &md.Spec, spec))
 	if md.Spec.ModelName != old.Spec.ModelName {
@@ -189,6 +196,10 @@ func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
 	}
 	if md.Spec.Framework != old.Spec.Framework {
 		errs = append(errs, field.Invalid(spec.Child("framework"), string(md.Spec.Framework), "field is immutable"))
+	}
+	errs = append(errs, validateServingRemoval(old, md, spec.Child("versions"))...)
+	if md.Spec.Rollout.RollbackTo != old.Spec.Rollout.RollbackTo {
+		errs = append(errs, validateRollbackTo(md.Spec.Rollout.RollbackTo, md.Spec.Versions, old.Status.History, spec.Child("rollout", "rollbackTo"))...)
 	}
 	return errs
 }
@@ -218,6 +229,8 @@ func validateModelDeploymentSpec(name string, s *mlv1.ModelDeploymentSpec, spec 
 	errs = append(errs, validateServerConfig(s.Config, spec.Child("config"))...)
 
 	errs = append(errs, validateAnalysis(s.Rollout.Analysis, spec.Child("rollout", "analysis"))...)
+	errs = append(errs, validateSteps(s.Rollout.Steps, spec.Child("rollout", "steps"))...)
+	errs = append(errs, validateCanaryHeader(s.Traffic.CanaryHeader, spec.Child("traffic", "canaryHeader"))...)
 
 	timeout := s.EffectiveHealthTimeoutSeconds()
 	if interval := s.EffectiveIntervalSeconds(); timeout >= interval {
@@ -304,6 +317,9 @@ func validateAnalysis(a *mlv1.AnalysisSpec, p *field.Path) field.ErrorList {
 	if a.Window != "" && !analysisWindow.MatchString(a.Window) {
 		errs = append(errs, field.Invalid(p.Child("window"), a.Window, "must be a duration such as 30s, 1m or 5m"))
 	}
+	if a.Interval != "" && !analysisWindow.MatchString(a.Interval) {
+		errs = append(errs, field.Invalid(p.Child("interval"), a.Interval, "must be a duration such as 30s, 1m or 5m"))
+	}
 	if a.Preset != mlv1.AnalysisCustom {
 		return errs
 	}
@@ -317,6 +333,113 @@ func validateAnalysis(a *mlv1.AnalysisSpec, p *field.Path) field.ErrorList {
 	}
 	if strings.TrimSpace(q.ErrorRate) == "" && strings.TrimSpace(q.LatencyMs) == "" {
 		errs = append(errs, field.Required(qp, "preset custom needs queries.errorRate or queries.latencyMs"))
+	}
+	return errs
+}
+
+// MaxSteps bounds rollout.steps; the CRD schema repeats it.
+const MaxSteps = 20
+
+// validateSteps checks rollout.steps one by one, naming the bad step: a
+// weight in 0..100 that never goes down from the step before, a pause that
+// is a duration, and at least one analysis check. The CRD schema repeats
+// the bounds and the pause pattern; the order of the weights is checked
+// here only.
+func validateSteps(steps []mlv1.RolloutStep, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(steps) > MaxSteps {
+		errs = append(errs, field.TooMany(p, len(steps), MaxSteps))
+	}
+	for i, st := range steps {
+		sp := p.Index(i)
+		switch {
+		case st.Weight < 0 || st.Weight > MaxWeight:
+			errs = append(errs, field.Invalid(sp.Child("weight"), st.Weight, fmt.Sprintf("must be between 0 and %d", MaxWeight)))
+		case i > 0 && st.Weight < steps[i-1].Weight:
+			errs = append(errs, field.Invalid(sp.Child("weight"), st.Weight, fmt.Sprintf(
+				"must be at least the weight of spec.rollout.steps[%d] (%d): a rollout never moves traffic back to the old versions", i-1, steps[i-1].Weight)))
+		}
+		if st.Pause != "" && !analysisWindow.MatchString(st.Pause) {
+			errs = append(errs, field.Invalid(sp.Child("pause"), st.Pause, "must be a duration such as 30s, 5m or 1h"))
+		}
+		if a := st.Analysis; a != nil && a.Checks < 0 {
+			errs = append(errs, field.Invalid(sp.Child("analysis", "checks"), a.Checks, "must be at least 1"))
+		}
+	}
+	return errs
+}
+
+// headerName is an HTTP header name (RFC 9110 token), as the Gateway API
+// spells it.
+var headerName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+\-.^_|~]+$`)
+
+// validateCanaryHeader checks traffic.canaryHeader: a header name and a
+// non-empty value. The CRD schema repeats both.
+func validateCanaryHeader(h *mlv1.CanaryHeader, p *field.Path) field.ErrorList {
+	if h == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch {
+	case h.Name == "":
+		errs = append(errs, field.Required(p.Child("name"), "the header name"))
+	case len(h.Name) > 256 || !headerName.MatchString(h.Name):
+		errs = append(errs, field.Invalid(p.Child("name"), h.Name, "must be an HTTP header name (letters, digits and !#$%&'*+-.^_|~, at most 256)"))
+	}
+	switch {
+	case h.Value == "":
+		errs = append(errs, field.Required(p.Child("value"), "the value requests must carry"))
+	case len(h.Value) > 4096:
+		errs = append(errs, field.TooLong(p.Child("value"), "", 4096))
+	}
+	return errs
+}
+
+// validateRollbackTo checks that rollout.rollbackTo names a version of
+// spec.versions or of status.history (history is the stored status; nil
+// on create). It is checked when it is set or changed, so history moving on
+// never blocks other updates.
+func validateRollbackTo(name string, versions []mlv1.ModelVersion, history []mlv1.HistoryEntry, p *field.Path) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, v := range versions {
+		known[v.Name] = true
+	}
+	for _, h := range history {
+		for _, v := range h.Versions {
+			known[v.Name] = true
+		}
+	}
+	if known[name] {
+		return nil
+	}
+	names := make([]string, 0, len(known))
+	for n := range known {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return field.ErrorList{field.Invalid(p, name, "must name a version of spec.versions or status.history: "+strings.Join(names, ", "))}
+}
+
+// validateServingRemoval refuses, when rollout.steps is set, an update that
+// removes from spec.versions a version the stored status shows taking
+// traffic: a removed version drains at once, so the old version would give
+// up its traffic and capacity before the new one is promoted.
+func validateServingRemoval(old, md *mlv1.ModelDeployment, p *field.Path) field.ErrorList {
+	if len(md.Spec.Rollout.Steps) == 0 {
+		return nil
+	}
+	in := func(vs []mlv1.ModelVersion, name string) bool {
+		return slices.ContainsFunc(vs, func(v mlv1.ModelVersion) bool { return v.Name == name })
+	}
+	var errs field.ErrorList
+	for _, v := range old.Status.ActiveVersions {
+		if v.Weight > 0 && in(old.Spec.Versions, v.Name) && !in(md.Spec.Versions, v.Name) {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf(
+				"version %s still takes %d%% of the traffic: with spec.rollout.steps keep it (at weight 0) until the new versions are promoted, then remove it", v.Name, v.Weight)))
+		}
 	}
 	return errs
 }

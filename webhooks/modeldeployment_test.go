@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -133,4 +134,98 @@ func TestValidateModelSource(t *testing.T) {
 		`spec.versions[1].modelSecretName: Invalid value: "s3-credentials": needs a modelPath the storage initializer fetches (http://, https:// or s3://); a pvc:// claim is mounted, not fetched`,
 	}, msgs(mlv1.ModelVersion{ModelPath: "pvc://models/m", ModelSecretName: "s3-credentials"}))
 	assert.Len(t, msgs(mlv1.ModelVersion{ModelPath: "s3://models/m", ModelSecretName: "S3_Creds"}), 1)
+}
+
+// rollout.steps: each bad step is named by its index and field.
+func TestValidateSteps(t *testing.T) {
+	p := field.NewPath("spec", "rollout", "steps")
+	msgs := func(steps ...mlv1.RolloutStep) []string {
+		var out []string
+		for _, e := range validateSteps(steps, p) {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	assert.Empty(t, msgs(mlv1.RolloutStep{Weight: 10, Pause: "1m", Analysis: &mlv1.StepAnalysis{Checks: 2}}, mlv1.RolloutStep{Weight: 10}, mlv1.RolloutStep{Weight: 100}))
+	assert.Equal(t, []string{
+		"spec.rollout.steps[1].weight: Invalid value: 20: must be at least the weight of spec.rollout.steps[0] (50): a rollout never moves traffic back to the old versions",
+		`spec.rollout.steps[1].pause: Invalid value: "90": must be a duration such as 30s, 5m or 1h`,
+		"spec.rollout.steps[2].weight: Invalid value: 101: must be between 0 and 100",
+		"spec.rollout.steps[2].analysis.checks: Invalid value: -1: must be at least 1",
+	}, msgs(mlv1.RolloutStep{Weight: 50}, mlv1.RolloutStep{Weight: 20, Pause: "90"}, mlv1.RolloutStep{Weight: 101, Analysis: &mlv1.StepAnalysis{Checks: -1}}))
+}
+
+// traffic.canaryHeader needs an HTTP header name and a value.
+func TestValidateCanaryHeader(t *testing.T) {
+	p := field.NewPath("spec", "traffic", "canaryHeader")
+	assert.Empty(t, validateCanaryHeader(nil, p))
+	assert.Empty(t, validateCanaryHeader(&mlv1.CanaryHeader{Name: "X-Canary", Value: "always"}, p))
+	var got []string
+	for _, e := range validateCanaryHeader(&mlv1.CanaryHeader{Name: "X Canary"}, p) {
+		got = append(got, e.Error())
+	}
+	assert.Equal(t, []string{
+		`spec.traffic.canaryHeader.name: Invalid value: "X Canary": must be an HTTP header name (letters, digits and !#$%&'*+-.^_|~, at most 256)`,
+		"spec.traffic.canaryHeader.value: Required value: the value requests must carry",
+	}, got)
+}
+
+// rollout.rollbackTo names a version of the spec or of the stored history,
+// and is only checked when it changes.
+func TestValidateRollbackTo(t *testing.T) {
+	old := &mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: mlv1.ModelDeploymentSpec{
+		ModelName: "m", Framework: mlv1.ModelFrameworkONNX, Image: "s:1",
+		Versions: []mlv1.ModelVersion{{Name: "v2"}},
+	}}
+	DefaultModelDeployment(old, nil)
+	old.Status.History = []mlv1.HistoryEntry{{Versions: []mlv1.VersionRecord{{Name: "v2"}}}, {Versions: []mlv1.VersionRecord{{Name: "v1"}}}}
+
+	md := old.DeepCopy()
+	md.Spec.Rollout.RollbackTo = "v1"
+	assert.Empty(t, validateModelDeployment(old, md), "a version from history")
+	md.Spec.Rollout.RollbackTo = "v0"
+	errs := validateModelDeployment(old, md)
+	require.Len(t, errs, 1)
+	assert.Equal(t, `spec.rollout.rollbackTo: Invalid value: "v0": must name a version of spec.versions or status.history: v1, v2`, errs[0].Error())
+
+	created := old.DeepCopy()
+	created.Spec.Rollout.RollbackTo = "v1"
+	errs = validateModelDeployment(nil, created)
+	require.Len(t, errs, 1, "on create there is no history yet")
+
+	// Once set, history moving on never blocks other updates.
+	stored := old.DeepCopy()
+	stored.Spec.Rollout.RollbackTo = "v1"
+	stored.Status.History = nil
+	again := stored.DeepCopy()
+	again.Labels = map[string]string{"a": "b"}
+	assert.Empty(t, validateModelDeployment(stored, again))
+}
+
+// With steps, a version that still takes traffic cannot leave the spec
+// (it would drain before the new one is promoted).
+func TestServingVersionStaysDuringSteppedRollout(t *testing.T) {
+	old := &mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: mlv1.ModelDeploymentSpec{
+		ModelName: "m", Framework: mlv1.ModelFrameworkONNX, Image: "s:1",
+		Versions: []mlv1.ModelVersion{{Name: "v1"}},
+		Rollout:  mlv1.RolloutSpec{Steps: []mlv1.RolloutStep{{Weight: 10}}},
+	}}
+	DefaultModelDeployment(old, nil)
+	old.Status.ActiveVersions = []mlv1.VersionStatus{{Name: "v1", Weight: 100}}
+	md := old.DeepCopy()
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
+	errs := validateModelDeployment(old, md)
+	require.Len(t, errs, 1)
+	assert.Equal(t, "spec.versions: Forbidden: version v1 still takes 100% of the traffic: with spec.rollout.steps keep it (at weight 0) until the new versions are promoted, then remove it", errs[0].Error())
+
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v1", Weight: ptr.To[int32](0)}, {Name: "v2", Weight: ptr.To[int32](100)}}
+	assert.Empty(t, validateModelDeployment(old, md), "kept at weight 0")
+
+	old.Status.ActiveVersions[0].Weight = 0
+	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
+	assert.Empty(t, validateModelDeployment(old, md), "a version without traffic may go")
+
+	old.Status.ActiveVersions[0].Weight = 100
+	md.Spec.Rollout.Steps = nil
+	assert.Empty(t, validateModelDeployment(old, md), "without steps, removal drains as before")
 }

@@ -100,6 +100,24 @@ const (
 	ReasonErrorRate = "ErrorRate"
 	// ReasonLatency: Prometheus reports a latency over the limit.
 	ReasonLatency = "Latency"
+	// ReasonAnalysisFailed: a rollout step's analysis found a new version's
+	// error rate or latency over the limit (the message quotes the query,
+	// the value and the threshold).
+	ReasonAnalysisFailed = "AnalysisFailed"
+	// ReasonRolloutAborted: the user aborted the stepped rollout
+	// (annotation ml.example.com/rollout=abort).
+	ReasonRolloutAborted = "RolloutAborted"
+)
+
+// Reasons of the Progressing condition during a stepped rollout.
+const (
+	// ReasonRolloutStep: a stepped rollout is at one of its steps.
+	ReasonRolloutStep = "RolloutStep"
+	// ReasonRolloutPaused: a stepped rollout is held at its step.
+	ReasonRolloutPaused = "RolloutPaused"
+	// ReasonRolloutPromoting: every step passed; the new versions scale to
+	// their own capacity before the old ones give up theirs.
+	ReasonRolloutPromoting = "RolloutPromoting"
 )
 
 // ReasonModelFetchFailed: the storage initializer of a version's pod could
@@ -122,6 +140,11 @@ const (
 	EventPromoted = "Promoted"
 	// EventVersionRemoved: a removed version drained and was deleted.
 	EventVersionRemoved = "VersionRemoved"
+	// EventRolloutStep: a stepped rollout moved to its next step.
+	EventRolloutStep = "RolloutStep"
+	// EventAnalysis: a rollout step's analysis failed (Warning), quoting
+	// the query, the value and the threshold.
+	EventAnalysis = "AnalysisFailed"
 )
 
 // Outcomes of a status.history entry.

@@ -273,6 +273,13 @@ type TrafficSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Hostnames []string `json:"hostnames,omitempty"`
+
+	// CanaryHeader sends every request that carries this header with this
+	// value to the canary version (the version a stepped rollout is moving
+	// traffic to, else the last of spec.versions) whatever its weight, once
+	// it has a Ready pod. Gateway API and Istio routers only.
+	// +optional
+	CanaryHeader *CanaryHeader `json:"canaryHeader,omitempty"`
 }
 
 // GatewayReference names a Gateway.
@@ -321,6 +328,33 @@ type RolloutSpec struct {
 	// queries of your own.
 	// +optional
 	Analysis *AnalysisSpec `json:"analysis,omitempty"`
+
+	// Steps move traffic from the last promoted version set to the one
+	// spec.versions asks for in stages: each step gives the new set its
+	// weight (percent) of the traffic, holds it for pause, and runs the
+	// analysis when the step has one. After the last step the new set is
+	// promoted; an analysis that fails aborts the rollout and rolls the
+	// traffic back. Without steps, weights apply at once.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	Steps []RolloutStep `json:"steps,omitempty"`
+
+	// RollbackTo names a version from status.history (or spec.versions) to
+	// serve alone: it gets all the traffic, in one step or through the
+	// steps (rollbackStrategy). A version no longer in spec.versions is
+	// served again as history recorded it. Clear it to return to the
+	// weights of spec.versions.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	RollbackTo string `json:"rollbackTo,omitempty"`
+
+	// RollbackStrategy is how rollbackTo moves the traffic: Immediate (at
+	// once) or Steps (through rollout.steps, with their analysis).
+	// +kubebuilder:default=Immediate
+	// +optional
+	RollbackStrategy RollbackStrategy `json:"rollbackStrategy,omitempty"`
 }
 
 // AnalysisPreset names the metric names a model server exports.
@@ -374,6 +408,13 @@ type AnalysisSpec struct {
 	// +kubebuilder:validation:Pattern=`^[1-9][0-9]*(s|m|h)$`
 	// +optional
 	Window string `json:"window,omitempty"`
+
+	// Interval between the analyses of a rollout step (30s, 1m, ...): the
+	// first runs one interval after the step's weight took effect.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]*(s|m|h)$`
+	// +optional
+	Interval string `json:"interval,omitempty"`
 }
 
 // AnalysisQueries are PromQL queries for one version.
@@ -464,6 +505,11 @@ type ModelDeploymentStatus struct {
 	// +optional
 	Router TrafficRouter `json:"router,omitempty"`
 
+	// Rollout is the progress of the stepped rollout (rollout.steps) of
+	// the newest version set: its step, its analyses and its outcome.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -517,6 +563,10 @@ type HistoryEntry struct {
 	Time metav1.Time `json:"time"`
 	// Outcome: Progressing, Succeeded, RolledBack or Superseded.
 	Outcome string `json:"outcome"`
+	// Change says what changed from the previous entry (versions added or
+	// removed, weights, images, model paths, a rollbackTo).
+	// +optional
+	Change string `json:"change,omitempty"`
 }
 
 // VersionRecord records a version as applied.
@@ -531,6 +581,9 @@ type VersionRecord struct {
 	// ModelPath served.
 	// +optional
 	ModelPath string `json:"modelPath,omitempty"`
+	// ModelSecretName the storage initializer used.
+	// +optional
+	ModelSecretName string `json:"modelSecretName,omitempty"`
 }
 
 // FailedVersion is a version that was rolled back.

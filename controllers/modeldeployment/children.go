@@ -188,7 +188,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 	}
 	switch router {
 	case mlv1.RouterGatewayAPI:
-		route, err := toUnstructured(desiredHTTPRoute(md, s.route.gateway, s.routeWeights))
+		route, err := toUnstructured(desiredHTTPRoute(md, s.route.gateway, s.routeWeights, s.canaryRoute()))
 		if err != nil {
 			return err
 		}
@@ -207,7 +207,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			ws = append(append([]versionWeight(nil), s.sizing...), s.routeWeights[len(s.sizing):]...)
 		}
 		iv := r.istioVersion()
-		for _, u := range []*unstructured.Unstructured{desiredDestinationRule(md, iv, ws), desiredVirtualService(md, iv, s.route.gateway, ws)} {
+		for _, u := range []*unstructured.Unstructured{desiredDestinationRule(md, iv, ws), desiredVirtualService(md, iv, s.route.gateway, ws, s.canaryRoute())} {
 			if err := r.apply(ctx, client.ApplyConfigurationFromUnstructured(u)); err != nil {
 				return fmt.Errorf("applying %s (traffic.router istio): %w", u.GetKind(), err)
 			}

@@ -117,11 +117,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, e := range p.events {
 		r.Recorder.Eventf(md, nil, e.eventType, e.reason, e.action, "%s", e.note)
 	}
+	if p.clearAction {
+		if err := r.clearRolloutAction(ctx, md); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	recordMetrics(md)
 	for _, rb := range p.rollbacks {
 		rollbacksCounter.WithLabelValues(md.Namespace, md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// clearRolloutAction removes a one-shot rollout annotation (promote,
+// abort) the pass acted on, so it never acts on a later rollout. The
+// optimistic lock keeps an annotation set again meanwhile.
+func (r *Reconciler) clearRolloutAction(ctx context.Context, md *mlv1.ModelDeployment) error {
+	patch := client.MergeFromWithOptions(md.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(md.Annotations, mlv1.AnnotationRollout)
+	if err := r.Client.Patch(ctx, md, patch); err != nil {
+		return fmt.Errorf("removing annotation %s: %w", mlv1.AnnotationRollout, err)
+	}
+	return nil
 }
 
 // SetupWithManager registers the controller. Pods are not watched: they are

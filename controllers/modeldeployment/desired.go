@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -390,7 +391,10 @@ func desiredVersionService(md *mlv1.ModelDeployment, version string) *corev1ac.S
 
 // desiredHTTPRoute is the Gateway API route <name> with one weighted
 // backendRef per version Service, attached to gateway (none when nil).
-func desiredHTTPRoute(md *mlv1.ModelDeployment, gateway *mlv1.GatewayReference, ws []versionWeight) *gwv1ac.HTTPRouteApplyConfiguration {
+// With traffic.canaryHeader and a canary version, a first rule sends the
+// requests carrying the header to the canary's Service alone (the Gateway
+// API gives the rule with a header match precedence over the one without).
+func desiredHTTPRoute(md *mlv1.ModelDeployment, gateway *mlv1.GatewayReference, ws []versionWeight, canary string) *gwv1ac.HTTPRouteApplyConfiguration {
 	spec := gwv1ac.HTTPRouteSpec()
 	if gw := gateway; gw != nil {
 		parent := gwv1ac.ParentReference().WithName(gwv1.ObjectName(gw.Name))
@@ -404,6 +408,15 @@ func desiredHTTPRoute(md *mlv1.ModelDeployment, gateway *mlv1.GatewayReference, 
 	}
 	for _, h := range md.Spec.Traffic.Hostnames {
 		spec.WithHostnames(gwv1.Hostname(h))
+	}
+	if h := md.Spec.Traffic.CanaryHeader; h != nil && canary != "" {
+		spec.WithRules(gwv1ac.HTTPRouteRule().
+			WithMatches(gwv1ac.HTTPRouteMatch().WithHeaders(gwv1ac.HTTPHeaderMatch().
+				WithType(gwv1.HeaderMatchExact).WithName(gwv1.HTTPHeaderName(h.Name)).WithValue(h.Value))).
+			WithBackendRefs(gwv1ac.HTTPBackendRef().
+				WithName(gwv1.ObjectName(mlv1.VersionResourceName(md.Name, canary))).
+				WithPort(md.Spec.EffectivePort()).
+				WithWeight(1)))
 	}
 	rule := gwv1ac.HTTPRouteRule()
 	for _, w := range ws {
@@ -456,8 +469,10 @@ func unstructuredChild(md *mlv1.ModelDeployment, apiVersion, kind string, spec m
 
 // desiredVirtualService routes the stable host (and spec hostnames) to the
 // version subsets with the given weights, bound to gateway and the mesh
-// (the mesh only when gateway is nil).
-func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, gateway *mlv1.GatewayReference, ws []versionWeight) *unstructured.Unstructured {
+// (the mesh only when gateway is nil). With traffic.canaryHeader and a
+// canary version, a first http route sends the requests carrying the
+// header to the canary's subset (Istio tries the routes in order).
+func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, gateway *mlv1.GatewayReference, ws []versionWeight, canary string) *unstructured.Unstructured {
 	hosts := []any{md.Name}
 	for _, h := range md.Spec.Traffic.Hostnames {
 		hosts = append(hosts, h)
@@ -473,9 +488,23 @@ func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, gatewa
 			"weight": int64(w.weight),
 		})
 	}
+	http := []any{map[string]any{"route": route}}
+	if h := md.Spec.Traffic.CanaryHeader; h != nil && canary != "" {
+		http = append([]any{map[string]any{
+			// Istio matches header names in lower case.
+			"match": []any{map[string]any{"headers": map[string]any{
+				strings.ToLower(h.Name): map[string]any{"exact": h.Value},
+			}}},
+			"route": []any{map[string]any{"destination": map[string]any{
+				"host":   md.Name,
+				"subset": canary,
+				"port":   map[string]any{"number": int64(md.Spec.EffectivePort())},
+			}}},
+		}}, http...)
+	}
 	spec := map[string]any{
 		"hosts": hosts,
-		"http":  []any{map[string]any{"route": route}},
+		"http":  http,
 	}
 	if gw := gateway; gw != nil {
 		ref := gw.Name

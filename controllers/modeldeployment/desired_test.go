@@ -312,7 +312,7 @@ func TestDesiredServices(t *testing.T) {
 
 func TestDesiredHTTPRoute(t *testing.T) {
 	md := testMD()
-	got := desiredHTTPRoute(md, md.Spec.Traffic.Gateway, []versionWeight{{"v1", 100}, {"v2", 0}})
+	got := desiredHTTPRoute(md, md.Spec.Traffic.Gateway, []versionWeight{{"v1", 100}, {"v2", 0}}, "")
 	want := gwv1ac.HTTPRoute("fraud", "ml").
 		WithLabels(map[string]string{"ml.example.com/modeldeployment": "fraud", "app.kubernetes.io/managed-by": "ml-operator"}).
 		WithOwnerReferences(wantOwner()).
@@ -328,11 +328,11 @@ func TestDesiredHTTPRoute(t *testing.T) {
 	}
 	// The gateway comes from the route plan (the spec's, or the manager's
 	// default), not from the spec: with none there are no parentRefs.
-	bare := desiredHTTPRoute(md, nil, []versionWeight{{"v1", 100}})
+	bare := desiredHTTPRoute(md, nil, []versionWeight{{"v1", 100}}, "")
 	if diff := cmp.Diff([]gwv1ac.ParentReferenceApplyConfiguration(nil), bare.Spec.ParentRefs); diff != "" {
 		t.Errorf("desiredHTTPRoute without a gateway: parentRefs (-want +got):\n%s", diff)
 	}
-	other := desiredHTTPRoute(md, &mlv1.GatewayReference{Name: "models"}, []versionWeight{{"v1", 100}})
+	other := desiredHTTPRoute(md, &mlv1.GatewayReference{Name: "models"}, []versionWeight{{"v1", 100}}, "")
 	if diff := cmp.Diff([]gwv1ac.ParentReferenceApplyConfiguration{*gwv1ac.ParentReference().WithName("models")}, other.Spec.ParentRefs); diff != "" {
 		t.Errorf("desiredHTTPRoute with the default gateway: parentRefs (-want +got):\n%s", diff)
 	}
@@ -341,7 +341,7 @@ func TestDesiredHTTPRoute(t *testing.T) {
 func TestDesiredIstio(t *testing.T) {
 	md := testMD()
 	ws := []versionWeight{{"v1", 90}, {"v2", 10}}
-	vs := desiredVirtualService(md, "v1", md.Spec.Traffic.Gateway, ws)
+	vs := desiredVirtualService(md, "v1", md.Spec.Traffic.Gateway, ws, "")
 	wantSpec := map[string]any{
 		"hosts":    []any{"fraud", "fraud.example.com"},
 		"gateways": []any{"infra/public", "mesh"},
@@ -356,7 +356,7 @@ func TestDesiredIstio(t *testing.T) {
 	if vs.GetAPIVersion() != "networking.istio.io/v1" || vs.GetKind() != "VirtualService" || vs.GetOwnerReferences()[0].UID != "uid-1" {
 		t.Errorf("VirtualService identity: %s %s %v", vs.GetAPIVersion(), vs.GetKind(), vs.GetOwnerReferences())
 	}
-	mesh := desiredVirtualService(md, "v1", nil, ws)
+	mesh := desiredVirtualService(md, "v1", nil, ws, "")
 	if _, bound := mesh.Object["spec"].(map[string]any)["gateways"]; bound {
 		t.Errorf("a mesh-only VirtualService lists gateways: %v", mesh.Object["spec"])
 	}

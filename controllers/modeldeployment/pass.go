@@ -28,6 +28,8 @@ type pass struct {
 	events       []event
 	rollbacks    []mlv1.FailedVersion
 	requeueAfter time.Duration
+	// clearAction: remove the one-shot rollout annotation after the status write.
+	clearAction bool
 }
 
 func (p *pass) normal(reason, action, format string, args ...any) {
@@ -70,6 +72,13 @@ type passState struct {
 	// weights after rollback, which size the versions; routeWeights: what the
 	// router gets (effective, plus the removed versions).
 	effective, sizing, routeWeights []versionWeight
+
+	// The stepped rollout (steps.go): its steps, its state, the weights of
+	// the last promoted set (stable) and of spec.versions (goal).
+	steps        []mlv1.RolloutStep
+	rollout      *mlv1.RolloutStatus
+	stable, goal []versionWeight
+	promotedNow  bool
 }
 
 // specVersions is the number of versions in the spec (the head of results).
@@ -79,6 +88,7 @@ func (s *passState) specVersions() int { return len(s.md.Spec.Versions) }
 // weights, drain removed versions, apply the children, remediate, and compute
 // the new status.
 func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*pass, error) {
+	md = servedSpec(md)
 	obs, err := r.observe(ctx, md)
 	if err != nil {
 		return nil, err
@@ -88,10 +98,13 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 		return nil, err
 	}
 	s := r.newPassState(md, obs, route)
+	s.planRollout()
 	if err := r.evaluateVersions(ctx, s); err != nil {
 		return nil, err
 	}
 	s.rollBackFailing(ctrl.LoggerFrom(ctx))
+	s.abortOnCanaryFailure()
+	r.advanceRollout(ctx, s)
 	s.weigh()
 	if err := r.drainRemoved(ctx, s); err != nil {
 		return nil, err
@@ -197,7 +210,8 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			// A rolled-back version is left alone until the spec changes.
 			res.verdict.Failure, res.verdict.Message, res.verdict.CrashLoopPods = "", "", nil
 		}
-		if r.Metrics != nil && res.verdict.Ready && !res.failed {
+		// A canary of a stepped rollout is judged by its steps' analysis.
+		if r.Metrics != nil && res.verdict.Ready && !res.failed && !s.isCanary(v.Name) {
 			m, err := r.Metrics.VersionMetrics(ctx, analysisQueries(md, v.Name))
 			if err != nil {
 				// Prometheus being down must not stop serving or trigger rollbacks.
@@ -277,6 +291,7 @@ func (s *passState) weigh() {
 		s.results[i].effective = weightOf(s.effective, s.results[i].name)
 		s.results[i].sizing = weightOf(s.sizing, s.results[i].name)
 	}
+	s.holdStableCapacity()
 }
 
 // drainRemoved handles versions that left the spec. Each drains at weight 0
@@ -386,6 +401,7 @@ func (s *passState) buildStatus() {
 		FailedVersions:     s.failed,
 		Metrics:            aggregateMetrics(s.served),
 		Router:             s.router,
+		Rollout:            s.rolloutStatus(),
 		URL:                stableURL(md, s.router),
 		ObservedGeneration: gen,
 	}
@@ -409,6 +425,14 @@ func (s *passState) buildStatus() {
 			allRolledOut = false
 		}
 	}
+	if rolloutActive(s.rollout) {
+		// A stepped rollout is done when it is promoted, not before.
+		allRolledOut = false
+	}
+	if s.promotedNow && st.History[0].Outcome == mlv1.OutcomeRolledBack {
+		// A retried rollout that was aborted before.
+		st.History[0].Outcome = mlv1.OutcomeProgressing
+	}
 	before := st.History[0].Outcome
 	st.History[0].Outcome = historyOutcome(before, len(s.failed) > 0, allRolledOut)
 	if before == mlv1.OutcomeProgressing && st.History[0].Outcome == mlv1.OutcomeSucceeded {
@@ -422,6 +446,9 @@ func (s *passState) buildStatus() {
 	readyC := readyCondition(s.results, gen)
 	healthyC := healthyCondition(s.results, gen)
 	progressingC := progressingCondition(s.results, gen)
+	if c, ok := rolloutCondition(s.rollout, gen); ok && (progressingC.Status == metav1.ConditionTrue || progressingC.Reason == mlv1.ReasonRolloutComplete) {
+		progressingC = c
+	}
 	if s.refused != nil {
 		progressingC = refusedCondition(s.refused, gen)
 	}

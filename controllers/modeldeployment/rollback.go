@@ -2,7 +2,9 @@ package modeldeployment
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +105,7 @@ func versionRecords(md *mlv1.ModelDeployment) []mlv1.VersionRecord {
 	out := make([]mlv1.VersionRecord, 0, len(md.Spec.Versions))
 	for _, v := range md.Spec.Versions {
 		out = append(out, mlv1.VersionRecord{
-			Name: v.Name, Weight: weights[v.Name], Image: md.Spec.VersionImage(v), ModelPath: v.ModelPath,
+			Name: v.Name, Weight: weights[v.Name], Image: md.Spec.VersionImage(v), ModelPath: v.ModelPath, ModelSecretName: v.ModelSecretName,
 		})
 	}
 	return out
@@ -133,8 +135,13 @@ func recordHistory(history []mlv1.HistoryEntry, generation int64, set []mlv1.Ver
 		}
 		return out
 	}
+	var prev []mlv1.VersionRecord
+	if len(history) > 0 {
+		prev = history[0].Versions
+	}
 	out := make([]mlv1.HistoryEntry, 0, maxHistory)
-	out = append(out, mlv1.HistoryEntry{Generation: generation, Versions: set, Time: metav1.NewTime(now), Outcome: mlv1.OutcomeProgressing})
+	out = append(out, mlv1.HistoryEntry{Generation: generation, Versions: set, Time: metav1.NewTime(now), Outcome: mlv1.OutcomeProgressing,
+		Change: describeChange(prev, set)})
 	for i, h := range history {
 		if len(out) == maxHistory {
 			break
@@ -145,6 +152,59 @@ func recordHistory(history []mlv1.HistoryEntry, generation int64, set []mlv1.Ver
 		out = append(out, h)
 	}
 	return out
+}
+
+// describeChange says what changed from version set prev to set: versions
+// added and removed, new images, model paths and Secrets, and weights.
+func describeChange(prev, set []mlv1.VersionRecord) string {
+	if prev == nil {
+		return "created: " + recordsText(set)
+	}
+	var parts []string
+	for _, v := range set {
+		i := slices.IndexFunc(prev, func(p mlv1.VersionRecord) bool { return p.Name == v.Name })
+		if i < 0 {
+			parts = append(parts, fmt.Sprintf("%s added at %d%% (image %s%s)", v.Name, v.Weight, v.Image, pathText(v.ModelPath)))
+			continue
+		}
+		p := prev[i]
+		if p.Image != v.Image {
+			parts = append(parts, fmt.Sprintf("%s image %s -> %s", v.Name, p.Image, v.Image))
+		}
+		if p.ModelPath != v.ModelPath {
+			parts = append(parts, fmt.Sprintf("%s modelPath %q -> %q", v.Name, p.ModelPath, v.ModelPath))
+		}
+		if p.ModelSecretName != v.ModelSecretName {
+			parts = append(parts, fmt.Sprintf("%s modelSecretName %q -> %q", v.Name, p.ModelSecretName, v.ModelSecretName))
+		}
+		if p.Weight != v.Weight {
+			parts = append(parts, fmt.Sprintf("%s %d%% -> %d%%", v.Name, p.Weight, v.Weight))
+		}
+	}
+	for _, p := range prev {
+		if !slices.ContainsFunc(set, func(v mlv1.VersionRecord) bool { return v.Name == p.Name }) {
+			parts = append(parts, p.Name+" removed")
+		}
+	}
+	if len(parts) == 0 {
+		return "versions reordered"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func recordsText(set []mlv1.VersionRecord) string {
+	parts := make([]string, 0, len(set))
+	for _, v := range set {
+		parts = append(parts, fmt.Sprintf("%s at %d%% (image %s%s)", v.Name, v.Weight, v.Image, pathText(v.ModelPath)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func pathText(p string) string {
+	if p == "" {
+		return ""
+	}
+	return ", " + p
 }
 
 // historyOutcome is the newest entry's outcome: RolledBack once any version

@@ -275,3 +275,24 @@ func setConditions(status *mlv1.ModelDeploymentStatus, conds ...metav1.Condition
 		meta.SetStatusCondition(&status.Conditions, c)
 	}
 }
+
+// rolloutCondition is Progressing=True while a stepped rollout runs, with
+// its step (RolloutStep), its pause (RolloutPaused) or its promotion
+// (RolloutPromoting) and what it waits for; ok is false when none runs.
+func rolloutCondition(st *mlv1.RolloutStatus, generation int64) (metav1.Condition, bool) {
+	if !rolloutActive(st) {
+		return metav1.Condition{}, false
+	}
+	reason := mlv1.ReasonRolloutStep
+	switch st.Phase {
+	case mlv1.RolloutPaused:
+		reason = mlv1.ReasonRolloutPaused
+	case mlv1.RolloutPromoting:
+		reason = mlv1.ReasonRolloutPromoting
+	}
+	msg := st.Message
+	if msg == "" {
+		msg = fmt.Sprintf("step %d (%d%%)", st.Step, st.StepWeight)
+	}
+	return condition(mlv1.ModelDeploymentProgressing, true, reason, msg, generation), true
+}

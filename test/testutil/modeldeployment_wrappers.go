@@ -75,3 +75,29 @@ func (w *ModelDeploymentWrapper) AnalysisPreset(p mlv1.AnalysisPreset) *ModelDep
 	w.Spec.Rollout.Analysis.Preset = p
 	return w
 }
+
+// Step appends a rollout step of weight with a pause ("" for none) and,
+// when checks > 0, an analysis of that many checks.
+func (w *ModelDeploymentWrapper) Step(weight int32, pause string, checks int32) *ModelDeploymentWrapper {
+	st := mlv1.RolloutStep{Weight: weight, Pause: pause}
+	if checks > 0 {
+		st.Analysis = &mlv1.StepAnalysis{Checks: checks}
+	}
+	w.Spec.Rollout.Steps = append(w.Spec.Rollout.Steps, st)
+	return w
+}
+
+// AnalysisInterval sets spec.rollout.analysis.interval.
+func (w *ModelDeploymentWrapper) AnalysisInterval(interval string) *ModelDeploymentWrapper {
+	if w.Spec.Rollout.Analysis == nil {
+		w.Spec.Rollout.Analysis = &mlv1.AnalysisSpec{}
+	}
+	w.Spec.Rollout.Analysis.Interval = interval
+	return w
+}
+
+// CanaryHeader sets spec.traffic.canaryHeader.
+func (w *ModelDeploymentWrapper) CanaryHeader(name, value string) *ModelDeploymentWrapper {
+	w.Spec.Traffic.CanaryHeader = &mlv1.CanaryHeader{Name: name, Value: value}
+	return w
+}

@@ -252,6 +252,12 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 		}
 	}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+	if err == nil {
+		if w, ok := r.scrapes.watchProgress(key, res.attempt, report, p.now); ok && Stalled(w, res.attempt, job.Spec.EffectiveStallTimeout()) {
+			// The pass that decides on it comes at once.
+			p.requeue(p.now)
+		}
+	}
 	r.scrapes.pend(key, res)
 	r.applyScrape(ctx, p, key, res)
 }
@@ -269,6 +275,7 @@ func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.Namespa
 	if res.err != nil {
 		return
 	}
+	markProgressing(job, r.scrapes.stallWatch(key), res.at)
 	var base rateBaseline
 	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
 		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)

@@ -250,7 +250,7 @@ def main():
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = meta["step"]
-        print(f"rank {rank}: resumed from checkpoint {os.path.basename(path)} step {step} "
+        print(f"rank {rank}: resumed from checkpoint {os.path.basename(path)} at step {step} "
               f"(epoch {meta['epoch']}, written by attempt {meta['attempt']}) ({path})", flush=True)
 
     gauges = serve_metrics(env_int("METRICS_PORT", 8000)) if rank == 0 else None

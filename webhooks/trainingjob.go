@@ -365,6 +365,27 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 	if err := validatePlacementTimeout(s.Scheduling.PlacementTimeout, p.Child("scheduling", "placementTimeout")); err != nil {
 		errs = append(errs, err)
 	}
+	if s.FailurePolicy != nil {
+		errs = append(errs, validateFailurePolicy(s.FailurePolicy, p.Child("failurePolicy"))...)
+	}
+	return errs
+}
+
+// validateFailurePolicy refuses a stall timeout that is neither 0s (off)
+// nor within mlv1.MinStallTimeout..MaxStallTimeout, and an unknown stall
+// action.
+func validateFailurePolicy(fp *mlv1.FailurePolicy, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t := fp.StallTimeout; t != nil && t.Duration != 0 && (t.Duration < mlv1.MinStallTimeout || t.Duration > mlv1.MaxStallTimeout) {
+		errs = append(errs, field.Invalid(p.Child("stallTimeout"), t.Duration.String(), fmt.Sprintf("must be 0s (off) or between %s and %s",
+			shortDuration(mlv1.MinStallTimeout), shortDuration(mlv1.MaxStallTimeout))))
+	}
+	switch fp.StallAction {
+	case "", mlv1.StallActionRestart, mlv1.StallActionRestartUncounted, mlv1.StallActionFail:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("stallAction"), fp.StallAction,
+			[]mlv1.StallAction{mlv1.StallActionRestart, mlv1.StallActionRestartUncounted, mlv1.StallActionFail}))
+	}
 	return errs
 }
 

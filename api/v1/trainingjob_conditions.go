@@ -19,6 +19,10 @@ const (
 	// tracked. It never affects the job's state: an MLflow outage never
 	// blocks or fails a job.
 	TrainingJobMLflowTracking = "MLflowTracking"
+	// TrainingJobStalled says whether rank 0's progress stopped for longer
+	// than spec.failurePolicy.stallTimeout. Only jobs with a stall timeout
+	// have it.
+	TrainingJobStalled = "Stalled"
 )
 
 // Reasons of the Created condition.
@@ -72,6 +76,11 @@ const (
 	// spec.scheduling.placementTimeout expired; the whole gang is released
 	// and retried (counted in placementTimeouts, not against backoffLimit).
 	ReasonPlacementTimeout = "PlacementTimeout"
+	// ReasonStalled: rank 0's progress did not move for
+	// spec.failurePolicy.stallTimeout (also the Stalled condition's reason
+	// when True, and the Failed reason under stallAction Fail). A failure
+	// under stallAction Restart, a disruption under RestartUncounted.
+	ReasonStalled = "Stalled"
 	// ReasonGangRecreated: Restarting is False, the restarted gang's pods were created.
 	ReasonGangRecreated = "GangRecreated"
 )
@@ -110,6 +119,13 @@ const (
 	ReasonScraped = "Scraped"
 	// ReasonScrapeFailed: rank 0's metrics endpoint could not be read; retried with backoff.
 	ReasonScrapeFailed = "ScrapeFailed"
+)
+
+// Reasons of the Stalled condition besides ReasonStalled.
+const (
+	// ReasonProgressing: rank 0's progress moved within the stall timeout
+	// (or the current attempt has not reported any yet).
+	ReasonProgressing = "Progressing"
 )
 
 // Reasons of the MLflowTracking condition.

@@ -302,11 +302,23 @@ func (j *TrainingJob) CheckpointClaimName() string {
 // <storage.uri>/epoch-<N> in object storage. Trainers write checkpoints
 // under these names (see docs/trainingjob.md).
 func (s *TrainingJobSpec) CheckpointLocation(epoch int32) string {
+	return fmt.Sprintf("%s/epoch-%d", s.checkpointBase(), epoch)
+}
+
+// StepCheckpointLocation is where a checkpoint saved mid-epoch (at SIGTERM)
+// at a step lives: <checkpoint.path>/step-<S>, or <storage.uri>/step-<S>.
+func (s *TrainingJobSpec) StepCheckpointLocation(step int64) string {
+	return fmt.Sprintf("%s/step-%d", s.checkpointBase(), step)
+}
+
+// checkpointBase is the checkpoint volume's mount path, or the object
+// storage URI, without a trailing slash.
+func (s *TrainingJobSpec) checkpointBase() string {
 	base := s.EffectiveCheckpointPath()
 	if t := s.EffectiveCheckpointStorageType(); t != StorageTypePVC && s.Checkpoint.Storage.URI != "" {
 		base = strings.TrimSuffix(s.Checkpoint.Storage.URI, "/")
 	}
-	return fmt.Sprintf("%s/epoch-%d", strings.TrimSuffix(base, "/"), epoch)
+	return strings.TrimSuffix(base, "/")
 }
 
 // EffectiveMetricsPort is metrics.port, 8000 when unset.

@@ -181,6 +181,11 @@ type TrainingJobSpec struct {
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
+	// FailurePolicy decides what the operator does about a gang that hangs.
+	// May change at any time.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
 	// RestartPolicy decides what a rank failure does: OnFailure restarts the
 	// gang, Never fails the job, ExitCode fails on exit codes 1..127 and
 	// restarts on 128+.
@@ -419,6 +424,45 @@ type SchedulingSpec struct {
 	// +optional
 	PlacementTimeout *metav1.Duration `json:"placementTimeout,omitempty"`
 }
+
+// FailurePolicy decides what the operator does about a gang that hangs.
+type FailurePolicy struct {
+	// StallTimeout is how long rank 0's progress (the training_step gauge,
+	// else training_epoch) may stay the same, as seen by the operator's
+	// scrapes, before the job is Stalled: condition Stalled, a Warning event
+	// and, by stallAction, a gang restart from the latest checkpoint. Unset
+	// or "0s": off. Otherwise between 30s and 24h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || (duration(self) >= duration('30s') && duration(self) <= duration('24h'))",message="must be 0s (off) or between 30s and 24h"
+	// +optional
+	StallTimeout *metav1.Duration `json:"stallTimeout,omitempty"`
+
+	// StallAction is what a stall does: Restart (the default) restarts the
+	// gang from the latest checkpoint and counts it against backoffLimit,
+	// like a failed rank; RestartUncounted restarts it without counting (in
+	// status.disruptions); Fail fails the job (reason Stalled).
+	// +kubebuilder:validation:Enum=Restart;RestartUncounted;Fail
+	// +optional
+	StallAction StallAction `json:"stallAction,omitempty"`
+}
+
+// StallAction is what the operator does when a job stalls
+// (spec.failurePolicy.stallAction).
+type StallAction string
+
+// The stall actions.
+const (
+	// StallActionRestart restarts the gang and counts it against
+	// backoffLimit (status.restarts), with the failure backoff. The default.
+	StallActionRestart StallAction = "Restart"
+	// StallActionRestartUncounted restarts the gang without counting it
+	// (status.disruptions) and without backoff.
+	StallActionRestartUncounted StallAction = "RestartUncounted"
+	// StallActionFail fails the job, reason Stalled.
+	StallActionFail StallAction = "Fail"
+)
 
 // MetricsEndpointSpec is where rank 0 serves its progress gauges.
 type MetricsEndpointSpec struct {
@@ -715,6 +759,18 @@ type WorkerStatus struct {
 type CheckpointStatus struct {
 	// Epoch the checkpoint was taken at.
 	Epoch int32 `json:"epoch"`
+	// Step is the training step the checkpoint was taken at
+	// (training_checkpoint_step), when rank 0 reports one: a checkpoint saved
+	// mid-epoch, at SIGTERM, has a step past its epoch's last.
+	// +optional
+	Step *int64 `json:"step,omitempty"`
+	// Attempt is the attempt (status.restarts + disruptions +
+	// placementTimeouts when it ran) whose trainer wrote the checkpoint
+	// (training_checkpoint_attempt), when rank 0 reports it. A checkpoint
+	// saved at SIGTERM is reported by the next attempt, which resumed from
+	// it, so this is the only way to tell who wrote it.
+	// +optional
+	Attempt *int32 `json:"attempt,omitempty"`
 	// Time the checkpoint was written.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`

@@ -62,15 +62,20 @@ const (
 
 // The members of the families.
 const (
-	EnvPETNNodes             = EnvPrefixTorchrun + "NNODES"
-	EnvPETNProcPerNode       = EnvPrefixTorchrun + "NPROC_PER_NODE"
-	EnvPETNodeRank           = EnvPrefixTorchrun + EnvNodeRank
-	EnvPETMasterAddr         = EnvPrefixTorchrun + EnvMasterAddr
-	EnvPETMasterPort         = EnvPrefixTorchrun + EnvMasterPort
-	EnvCheckpointDir         = EnvPrefixCheckpoint + "DIR"
-	EnvCheckpointFrequency   = EnvPrefixCheckpoint + "FREQUENCY"
-	EnvCheckpointKeepLast    = EnvPrefixCheckpoint + "KEEP_LAST"
-	EnvCheckpointURI         = EnvPrefixCheckpoint + "URI"
+	EnvPETNNodes           = EnvPrefixTorchrun + "NNODES"
+	EnvPETNProcPerNode     = EnvPrefixTorchrun + "NPROC_PER_NODE"
+	EnvPETNodeRank         = EnvPrefixTorchrun + EnvNodeRank
+	EnvPETMasterAddr       = EnvPrefixTorchrun + EnvMasterAddr
+	EnvPETMasterPort       = EnvPrefixTorchrun + EnvMasterPort
+	EnvCheckpointDir       = EnvPrefixCheckpoint + "DIR"
+	EnvCheckpointFrequency = EnvPrefixCheckpoint + "FREQUENCY"
+	EnvCheckpointKeepLast  = EnvPrefixCheckpoint + "KEEP_LAST"
+	EnvCheckpointURI       = EnvPrefixCheckpoint + "URI"
+	// EnvCheckpointAttempt is the attempt the pod belongs to (its
+	// LabelRestartAttempt, through the downward API): a trainer stamps it
+	// on the checkpoints it writes and reports it back for the checkpoint
+	// it resumed from (training_checkpoint_attempt).
+	EnvCheckpointAttempt     = EnvPrefixCheckpoint + "ATTEMPT"
 	EnvDMLCTrackerURI        = EnvPrefixXGBoost + "TRACKER_URI"
 	EnvDMLCTrackerPort       = EnvPrefixXGBoost + "TRACKER_PORT"
 	EnvDMLCTaskID            = EnvPrefixXGBoost + "TASK_ID"

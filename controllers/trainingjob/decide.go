@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -38,6 +39,9 @@ type decision struct {
 	// recheckAt is when a condition that is not yet a decision (a NotReady
 	// node inside its grace period) must be looked at again; zero if none.
 	recheckAt time.Time
+	// stalled marks a decision about a stall (whatever its kind): the job
+	// gets Stalled=True.
+	stalled bool
 }
 
 // gangState is everything decide looks at, gathered by the controller.
@@ -58,6 +62,8 @@ type gangState struct {
 	nodeGrace time.Duration
 	// placementTimeout is the job's effective placement timeout (0: never).
 	placementTimeout time.Duration
+	// stall is what the scrapes showed of rank 0's progress (stall.go).
+	stall StallWatch
 }
 
 // gangState gathers what decide looks at. A rank created by an earlier pass
@@ -73,12 +79,14 @@ func (r *Reconciler) gangState(p *pass, g attemptPods, nodes map[string]nodeInfo
 	}
 	return gangState{job: job, pods: g.current, ps: g.ps, nodes: nodes, seenRanks: seen,
 		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod,
-		placementTimeout: job.Spec.EffectivePlacementTimeout(r.cfg.PlacementTimeout)}
+		placementTimeout: job.Spec.EffectivePlacementTimeout(r.cfg.PlacementTimeout),
+		stall:            r.scrapes.stallWatch(client.ObjectKeyFromObject(job))}
 }
 
 // decide is the gang policy: given the current attempt's pods, does the job
 // complete, fail, restart (for a failure, a disruption or a placement
-// timeout) or keep going?
+// timeout) or keep going? A hung gang (rank 0's progress standing still
+// for spec.failurePolicy.stallTimeout) is decided after the pods' own news.
 // Disruptions are checked first: a preempted or evicted pod often also looks
 // Failed, and must not spend the retry budget.
 func decide(g gangState) decision {
@@ -122,6 +130,10 @@ func decide(g gangState) decision {
 	}
 
 	if d, ok := rescaleOf(g.job, pods, g.ps); ok {
+		return d
+	}
+	if d, ok := stallOf(g.job, g.stall); ok {
+		d.stalled = true
 		return d
 	}
 	d, expiry, expired := placementTimeoutOf(g)

@@ -67,6 +67,7 @@ func commonEnv() []corev1.EnvVar {
 		{Name: "CHECKPOINT_DIR", Value: "/checkpoints"},
 		{Name: "CHECKPOINT_FREQUENCY", Value: "1"},
 		{Name: "CHECKPOINT_KEEP_LAST", Value: "3"},
+		fieldEnv("CHECKPOINT_ATTEMPT", "metadata.labels['ml.example.com/restart-attempt']"),
 		fieldEnv("POD_NAME", "metadata.name"),
 		fieldEnv("POD_IP", "status.podIP"),
 		{Name: "PYTHONUNBUFFERED", Value: "1"},

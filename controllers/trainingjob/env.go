@@ -54,6 +54,8 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 			corev1.EnvVar{Name: mlv1.EnvCheckpointDir, Value: spec.EffectiveCheckpointPath()},
 			corev1.EnvVar{Name: mlv1.EnvCheckpointFrequency, Value: strconv.Itoa(int(spec.EffectiveCheckpointFrequency()))},
 			corev1.EnvVar{Name: mlv1.EnvCheckpointKeepLast, Value: strconv.Itoa(int(spec.EffectiveCheckpointKeepLast()))},
+			corev1.EnvVar{Name: mlv1.EnvCheckpointAttempt, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+				APIVersion: "v1", FieldPath: "metadata.labels['" + mlv1.LabelRestartAttempt + "']"}}},
 		)
 		if spec.EffectiveCheckpointStorageType() != mlv1.StorageTypePVC {
 			env = append(env, corev1.EnvVar{Name: mlv1.EnvCheckpointURI, Value: spec.Checkpoint.Storage.URI})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -153,6 +154,9 @@ func (r *Reconciler) recordSpec(p *pass) (recordedOnly bool) {
 // and reports false.
 func (r *Reconciler) act(p *pass, d decision, g attemptPods) (ended bool) {
 	gpus := p.job.Spec.EffectiveGPUResourceName()
+	if d.stalled {
+		setCondition(&p.job.Status, stalledCondition(p.job, d.message), metav1.NewTime(p.now))
+	}
 	switch d.kind {
 	case complete:
 		observeWorkers(&p.job.Status, g.current, gpus)

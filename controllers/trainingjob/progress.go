@@ -70,12 +70,8 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 	}
 	setGPUUtilization(st, p.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
 	if p.CheckpointEpoch != nil && *p.CheckpointEpoch >= 0 {
-		epoch := clampEpoch(*p.CheckpointEpoch, st.TotalEpochs)
-		if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != epoch {
-			cp := &mlv1.CheckpointStatus{Epoch: epoch, Path: job.Spec.CheckpointLocation(epoch)}
-			if t, ok := checkpointTime(p.CheckpointTimestamp, now); ok {
-				cp.Time = &metav1.Time{Time: t}
-			}
+		cp := reportedCheckpoint(job, p, now)
+		if last := st.LastCheckpoint; last == nil || last.Epoch != cp.Epoch || !ptrEqual(last.Step, cp.Step) || !ptrEqual(last.Attempt, cp.Attempt) {
 			st.LastCheckpoint = cp
 		}
 	}
@@ -105,6 +101,37 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 		st.Metrics.LastScrapeTime = &metav1.Time{Time: now}
 	}
 	return changed
+}
+
+// reportedCheckpoint is the checkpoint rank 0 reports: epoch-<N>, or, with
+// training_checkpoint_step, the mid-epoch step-<S>; with the attempt that
+// wrote it when reported. A trainer reports only checkpoints whose
+// completion marker is written (the progress contract), so this is a
+// checkpoint a later attempt may resume from.
+func reportedCheckpoint(job *mlv1.TrainingJob, p progress.Report, now time.Time) *mlv1.CheckpointStatus {
+	epoch := clampEpoch(*p.CheckpointEpoch, job.Status.TotalEpochs)
+	cp := &mlv1.CheckpointStatus{Epoch: epoch, Path: job.Spec.CheckpointLocation(epoch)}
+	if v := p.CheckpointStep; v != nil && *v >= 0 && *v <= maxStep {
+		step := int64(*v)
+		cp.Step, cp.Path = &step, job.Spec.StepCheckpointLocation(step)
+	}
+	if v := p.CheckpointAttempt; v != nil && *v >= 0 && *v <= math.MaxInt32 {
+		attempt := int32(*v)
+		cp.Attempt = &attempt
+	}
+	if t, ok := checkpointTime(p.CheckpointTimestamp, now); ok {
+		cp.Time = &metav1.Time{Time: t}
+	}
+	return cp
+}
+
+// maxStep bounds a reported step: 2^53, beyond which a float64 no longer
+// holds every integer.
+const maxStep = 1 << 53
+
+// ptrEqual compares two optional values.
+func ptrEqual[T comparable](a, b *T) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // maxStepTime bounds a reported step time: a day per step is already absurd.
@@ -153,7 +180,8 @@ func sanitizeProgress(p progress.Report) progress.Report {
 	return progress.Report{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
 		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
 		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp),
-		StepTime: finite(p.StepTime), GPUUtilization: finite(p.GPUUtilization)}
+		StepTime: finite(p.StepTime), GPUUtilization: finite(p.GPUUtilization),
+		Step: finite(p.Step), CheckpointStep: finite(p.CheckpointStep), CheckpointAttempt: finite(p.CheckpointAttempt)}
 }
 
 // clampEpoch turns a reported (finite) epoch into 0..MaxInt32, and at most
@@ -205,7 +233,8 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		if s.LastCheckpoint == nil {
 			return ""
 		}
-		return fmt.Sprint(s.LastCheckpoint.Epoch, s.LastCheckpoint.Path, s.LastCheckpoint.Time)
+		c := s.LastCheckpoint
+		return fmt.Sprint(c.Epoch, c.Path, c.Time, ptrString(c.Step), ptrString(c.Attempt))
 	}
 	eta := func(s *mlv1.TrainingJobStatus) string {
 		if s.EstimatedCompletionTime == nil {
@@ -215,6 +244,14 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 	}
 	return a.CurrentEpoch == b.CurrentEpoch && a.TotalEpochs == b.TotalEpochs && a.Progress == b.Progress &&
 		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b) && res(a) == res(b)
+}
+
+// ptrString prints an optional value, "-" for none.
+func ptrString[T any](v *T) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
 }
 
 // scrapeProgress reads rank 0's progress when it is due.
@@ -252,6 +289,12 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 		}
 	}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
+	if err == nil {
+		if w, ok := r.scrapes.watchProgress(key, res.attempt, report, p.now); ok && Stalled(w, res.attempt, job.Spec.EffectiveStallTimeout()) {
+			// The pass that decides on it comes at once.
+			p.requeue(p.now)
+		}
+	}
 	r.scrapes.pend(key, res)
 	r.applyScrape(ctx, p, key, res)
 }
@@ -269,6 +312,7 @@ func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.Namespa
 	if res.err != nil {
 		return
 	}
+	markProgressing(job, r.scrapes.stallWatch(key), res.at)
 	var base rateBaseline
 	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
 		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)

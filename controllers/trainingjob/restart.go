@@ -44,6 +44,12 @@ func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
 	switch c.Reason {
 	case mlv1.ReasonWorkerFailed:
 		return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+	case mlv1.ReasonStalled:
+		// A stall counted as a failure waits like one; an uncounted one
+		// (stallAction RestartUncounted) like a disruption.
+		if job.Spec.EffectiveStallAction() == mlv1.StallActionRestart {
+			return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+		}
 	case mlv1.ReasonPlacementTimeout:
 		return st.LastRestartTime.Add(backoffFor(st.PlacementTimeouts, r.cfg.BackoffBase, r.cfg.BackoffMax))
 	}
@@ -82,6 +88,10 @@ func (r *Reconciler) restart(p *pass, d decision) {
 		eventType = corev1.EventTypeWarning
 	case restartForPlacement:
 		msg += fmt.Sprintf(", backoff %s", backoffFor(st.PlacementTimeouts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+		eventType = corev1.EventTypeWarning
+	}
+	if d.stalled {
+		// A hung gang burned its GPUs until now: always worth a look.
 		eventType = corev1.EventTypeWarning
 	}
 	p.event(eventType, d.reason, "%s", msg)

@@ -26,6 +26,8 @@ type scrapeEntry struct {
 	// a pass whose write is lost applies it again instead of scraping
 	// before the interval is up.
 	pending *scrapeResult
+	// stall is what the scrapes showed of rank 0's progress (stall.go).
+	stall StallWatch
 }
 
 // scrapeResult is one scrape's outcome.

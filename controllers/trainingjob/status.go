@@ -275,7 +275,8 @@ func setCondition(st *mlv1.TrainingJobStatus, c metav1.Condition, now metav1.Tim
 // conditionOrder keeps conditions in lifecycle order, so status reads top-down.
 func conditionOrder(t string) int {
 	for i, name := range []string{mlv1.TrainingJobCreated, mlv1.TrainingJobRunning, mlv1.TrainingJobRestarting,
-		mlv1.TrainingJobSuspended, mlv1.TrainingJobSucceeded, mlv1.TrainingJobFailed, mlv1.TrainingJobProgressAvailable} {
+		mlv1.TrainingJobSuspended, mlv1.TrainingJobSucceeded, mlv1.TrainingJobFailed, mlv1.TrainingJobProgressAvailable,
+		mlv1.TrainingJobStalled} {
 		if name == t {
 			return i
 		}

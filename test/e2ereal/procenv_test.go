@@ -74,6 +74,8 @@ func envMismatches(pod *corev1.Pod, got map[string]string) (diffs, extra []strin
 				v = pod.Namespace
 			case "status.podIP":
 				v = pod.Status.PodIP
+			case "metadata.labels['" + mlv1.LabelRestartAttempt + "']":
+				v = pod.Labels[mlv1.LabelRestartAttempt]
 			default:
 				diffs = append(diffs, fmt.Sprintf("%s: field %s not checked", e.Name, f.FieldRef.FieldPath))
 				continue

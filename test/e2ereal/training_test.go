@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -180,10 +182,12 @@ func rankEnvChecked(t *testing.T, job *mlv1.TrainingJob, attempt int32, lastCkpt
 // testTwoRankPyTorchJob: a real two-rank DDP job (torchrun over the
 // operator's env and headless Service, gloo) on the trainer image. Rank 0
 // serves the progress gauges and the status shows the epoch while it runs;
-// rank 1's pod is deleted during epoch 2; the whole gang is restarted as
-// attempt 1, which resumes from the latest checkpoint the operator
-// recorded; the trainer keeps the last two checkpoints on the volume; the
-// job Completes.
+// rank 1's pod is deleted during epoch 2; rank 0, whose collective fails,
+// saves the step it reached (step-<S>, with its completion marker); the
+// whole gang is restarted as attempt 1, which resumes from that step, not
+// from the epoch-1 checkpoint the operator recorded (RESUME_FROM_CHECKPOINT);
+// the trainer keeps the last two checkpoints on the volume; the job
+// Completes.
 func testTwoRankPyTorchJob(t *testing.T) {
 	ctx := context.Background()
 	pushTrainerImage(t, TrainerImage)
@@ -292,15 +296,22 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	require.True(t, sawAttempt1Running, "the status never showed attempt 1 running at epoch 2 or later")
 	require.True(t, attempt1EnvChecked, "attempt 1's trainer processes were never seen running")
 
-	// Attempt 1's rank 0 resumed from the checkpoint the operator recorded.
+	// Attempt 1's rank 0 resumed from the step attempt 0 reached in epoch 2
+	// (16 steps an epoch), saved when its collective failed, not from the
+	// epoch-1 checkpoint the operator recorded.
 	pod0 := &corev1.Pod{}
 	require.NoError(t, node.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-worker-0"}, pod0))
 	require.Equal(t, "1", pod0.Labels[mlv1.LabelRestartAttempt])
 	rank0, err = node.PodLog(ctx, ns, pod0.Name)
 	require.NoError(t, err)
-	resumed := fmt.Sprintf("resumed from checkpoint epoch %d (%s)", ckpt.Epoch, ckpt.Path)
-	require.Contains(t, rank0, resumed, "attempt 1's rank 0:\n%s", rank0)
+	m := regexp.MustCompile(`resumed from checkpoint step-(\d+) at step (\d+) \(epoch 1, written by attempt 0\) \(/checkpoints/step-(\d+)\)`).FindStringSubmatch(rank0)
+	require.NotNil(t, m, "attempt 1's rank 0 did not resume from a step of epoch 2:\n%s", rank0)
+	saved, _ := strconv.Atoi(m[1])
+	require.Greater(t, saved, 16, "the saved step is not in epoch 2")
+	require.Less(t, saved, 32, "the saved step is not in epoch 2")
+	require.Contains(t, rank0, fmt.Sprintf("epoch 2/3 started at step %d", saved), "attempt 1 did not go on mid-epoch:\n%s", rank0)
 	require.NotContains(t, rank0, "epoch 1/3 started", "attempt 1 trained epoch 1 again:\n%s", rank0)
+	t.Logf("attempt 0 saved step %d when rank 1 went; status.lastCheckpoint was %s (epoch %d)", saved, ckpt.Path, ckpt.Epoch)
 	for _, line := range strings.Split(strings.TrimSpace(rank0), "\n") {
 		if strings.Contains(line, "rank 0:") {
 			t.Logf("attempt 1 rank 0 | %s", line)

@@ -29,6 +29,15 @@ const (
 	MetricCheckpointTimestamp = "training_checkpoint_timestamp_seconds"
 	MetricStepTime            = "training_step_time_seconds"
 	MetricGPUUtilization      = "training_gpu_utilization_percent"
+	// MetricStep is the number of training steps rank 0 has completed
+	// (a counter or gauge that only grows while training moves): the
+	// progress spec.failurePolicy.stallTimeout watches.
+	MetricStep = "training_step"
+	// MetricCheckpointStep and MetricCheckpointAttempt describe the
+	// checkpoint training_checkpoint_epoch names: the step it was taken at
+	// and the attempt (CHECKPOINT_ATTEMPT) whose trainer wrote it.
+	MetricCheckpointStep    = "training_checkpoint_step"
+	MetricCheckpointAttempt = "training_checkpoint_attempt"
 )
 
 // Report is what rank 0 reported; nil fields were not served (or were NaN
@@ -43,6 +52,9 @@ type Report struct {
 	CheckpointTimestamp *float64
 	StepTime            *float64
 	GPUUtilization      *float64
+	Step                *float64
+	CheckpointStep      *float64
+	CheckpointAttempt   *float64
 }
 
 // Scraper reads rank 0's progress from its metrics URL. HTTPScraper is the
@@ -122,6 +134,9 @@ func Parse(r io.Reader) (p Report, err error) {
 		CheckpointTimestamp: value(MetricCheckpointTimestamp),
 		StepTime:            value(MetricStepTime),
 		GPUUtilization:      value(MetricGPUUtilization),
+		Step:                value(MetricStep),
+		CheckpointStep:      value(MetricCheckpointStep),
+		CheckpointAttempt:   value(MetricCheckpointAttempt),
 	}, nil
 }
 

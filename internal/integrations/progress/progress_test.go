@@ -32,6 +32,12 @@ training_checkpoint_timestamp_seconds 1.7670000005e+09
 training_step_time_seconds 0.35
 # TYPE training_gpu_utilization_percent gauge
 training_gpu_utilization_percent 87.5
+# TYPE training_step counter
+training_step 412
+# TYPE training_checkpoint_step gauge
+training_checkpoint_step 384
+# TYPE training_checkpoint_attempt gauge
+training_checkpoint_attempt 2
 # TYPE python_gc_objects_collected_total counter
 python_gc_objects_collected_total{generation="0"} 12.0
 `
@@ -52,7 +58,8 @@ func TestHTTPScraperReadsTheProgressContract(t *testing.T) {
 	}
 	for name, got := range map[string]*float64{"epoch": p.Epoch, "total": p.TotalEpochs, "loss": p.Loss,
 		"accuracy": p.Accuracy, "throughput": p.Throughput, "checkpoint": p.CheckpointEpoch, "ts": p.CheckpointTimestamp,
-		"step time": p.StepTime, "gpu utilization": p.GPUUtilization} {
+		"step time": p.StepTime, "gpu utilization": p.GPUUtilization, "step": p.Step,
+		"checkpoint step": p.CheckpointStep, "checkpoint attempt": p.CheckpointAttempt} {
 		if got == nil {
 			t.Errorf("%s not parsed", name)
 		}
@@ -62,6 +69,10 @@ func TestHTTPScraperReadsTheProgressContract(t *testing.T) {
 	}
 	if p.StepTime != nil && p.GPUUtilization != nil && (*p.StepTime != 0.35 || *p.GPUUtilization != 87.5) {
 		t.Errorf("step time %v, GPU utilization %v", *p.StepTime, *p.GPUUtilization)
+	}
+	if p.Step != nil && p.CheckpointStep != nil && p.CheckpointAttempt != nil &&
+		(*p.Step != 412 || *p.CheckpointStep != 384 || *p.CheckpointAttempt != 2) {
+		t.Errorf("step %v, checkpoint step %v, checkpoint attempt %v", *p.Step, *p.CheckpointStep, *p.CheckpointAttempt)
 	}
 
 	if _, err := progress.NewHTTPScraper().Scrape(context.Background(), srv.URL+"/nope"); err == nil || !strings.Contains(err.Error(), "404") {
@@ -116,7 +127,8 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, v := range []*float64{p.Epoch, p.TotalEpochs, p.Loss, p.Accuracy, p.Throughput, p.CheckpointEpoch, p.CheckpointTimestamp, p.StepTime, p.GPUUtilization} {
+		for _, v := range []*float64{p.Epoch, p.TotalEpochs, p.Loss, p.Accuracy, p.Throughput, p.CheckpointEpoch, p.CheckpointTimestamp, p.StepTime, p.GPUUtilization,
+			p.Step, p.CheckpointStep, p.CheckpointAttempt} {
 			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
 				t.Fatalf("non-finite value in %+v", p)
 			}

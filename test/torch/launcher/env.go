@@ -4,6 +4,7 @@ package launcher
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,7 +19,7 @@ const (
 )
 
 // PodEnv resolves a worker pod's environment the way the kubelet would on
-// this machine: downward-API fields get the pod's name and 127.0.0.1, and
+// this machine: downward-API fields get the pod's name, labels and 127.0.0.1, and
 // rank 0's FQDN, which only cluster DNS resolves, is mapped to 127.0.0.1
 // after checking the operator set MASTER_ADDR and PET_MASTER_ADDR to exactly
 // that FQDN. home is the process's HOME.
@@ -34,6 +35,8 @@ func PodEnv(job *mlv1.TrainingJob, pod *corev1.Pod, home string) ([]string, erro
 			v = pod.Name
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
 			v = "127.0.0.1"
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && strings.HasPrefix(e.ValueFrom.FieldRef.FieldPath, "metadata.labels['"):
+			v = pod.Labels[strings.TrimSuffix(strings.TrimPrefix(e.ValueFrom.FieldRef.FieldPath, "metadata.labels['"), "']")]
 		case e.ValueFrom != nil:
 			return nil, fmt.Errorf("env %s: unsupported valueFrom", e.Name)
 		case e.Name == "MASTER_ADDR" || e.Name == "PET_MASTER_ADDR":

@@ -7,6 +7,7 @@ package trainer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +101,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	cmd, out = start(t, ctx, job, 1, ports[3])
 	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
 	log := out.String()
-	assert.Contains(t, log, "resumed from checkpoint epoch "+strconv.Itoa(int(saved)))
+	assert.Contains(t, log, fmt.Sprintf("resumed from checkpoint epoch-%d at step %d (epoch %d, written by attempt 0)", saved, 16*saved, saved))
 	assert.Contains(t, log, "epoch "+strconv.Itoa(int(saved)+1)+"/6 started")
 	assert.NotContains(t, log, "epoch 1/6 started", "the resumed run started over")
 	assert.Contains(t, log, "training complete epochs=6")

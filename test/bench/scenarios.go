@@ -53,8 +53,11 @@ type Config struct {
 	// GangRanks are the gang sizes the bind time is measured at, native
 	// against plain pods (the gang scenario; empty: not run).
 	GangRanks []int
-	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang).
+	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang, peer).
 	Skip map[string]bool
+	// Peer is Kubeflow's training-operator, for the same burst (peer.go);
+	// an empty Binary skips it.
+	Peer PeerConfig
 }
 
 // Pods is the most worker pods any scenario holds at once, with room for
@@ -133,6 +136,12 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	if !cfg.Skip["burst"] {
 		if err := r.burst(ctx, res); err != nil {
 			return res, fmt.Errorf("burst: %w", err)
+		}
+	}
+	if !cfg.Skip["peer"] && cfg.Peer.Binary != "" {
+		err := r.measured(ctx, res, "peer burst", func() (err error) { res.Peer, err = r.peer(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("peer: %w", err)
 		}
 	}
 	after, err := env.APIServerMetrics(ctx)

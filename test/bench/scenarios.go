@@ -203,10 +203,18 @@ func (r *run) job(ns, name string, ranks int, annotations map[string]string) *ml
 }
 
 // createJobs creates count jobs <prefix>-<i> at once (32 in flight, through
-// the benchmark's own generous rate limit).
+// the benchmark's own generous rate limit). A create the API server fails
+// (on a loaded machine, an admission call that timed out) is tried again,
+// up to 5 times; one that already went through counts as done.
 func (r *run) createJobs(ctx context.Context, ns, prefix string, from, to, ranks int, ann map[string]string) error {
 	return parallel(ctx, to-from, 32, func(i int) error {
-		return r.env.Client.Create(ctx, r.job(ns, fmt.Sprintf("%s-%d", prefix, from+i), ranks, ann))
+		return retrying(ctx, func() error {
+			err := r.env.Client.Create(ctx, r.job(ns, fmt.Sprintf("%s-%d", prefix, from+i), ranks, ann))
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
 	})
 }
 

@@ -39,6 +39,10 @@ const (
 	peerSecret = "training-operator-webhook-cert"
 	// peerCRD is the PyTorchJob CRD's name.
 	peerCRD = "pytorchjobs.kubeflow.org"
+	// peerCertDir is where the peer's rotator waits for the Secret's files
+	// (a constant in its pkg/cert): in a cluster, the kubelet puts them
+	// there from a Secret volume.
+	peerCertDir = "/tmp/k8s-webhook-server/serving-certs"
 )
 
 // PeerConfig says where the peer is; an empty Binary skips the scenario.
@@ -219,7 +223,11 @@ func (r *run) startPeer(ctx context.Context) (*peerProcess, error) {
 		close(p.done)
 	}()
 	fmt.Fprintf(r.log, "Started the peer %s (pid %d, QPS %g, burst %d; log %s)\n", r.cfg.Peer.Version, cmd.Process.Pid, r.cfg.QPS, r.cfg.Burst, logPath)
-	_, err = waitUntil(ctx, 3*time.Minute, "the peer ready", func() bool {
+	if err := r.mountPeerSecret(ctx); err != nil {
+		p.stop()
+		return nil, fmt.Errorf("%w (peer log: %s)", err, logPath)
+	}
+	_, err = waitUntil(ctx, 5*time.Minute, "the peer ready", func() bool {
 		select {
 		case <-p.done:
 			return true
@@ -242,6 +250,33 @@ func (r *run) startPeer(ctx context.Context) (*peerProcess, error) {
 		return nil, fmt.Errorf("%w (peer log: %s)", err, logPath)
 	}
 	return p, nil
+}
+
+// mountPeerSecret plays the kubelet's Secret volume for the peer: once its
+// rotator has filled the Secret with a CA and a serving certificate, their
+// files are written where the rotator and the webhook server read them.
+// Without them the peer never starts its controllers.
+func (r *run) mountPeerSecret(ctx context.Context) error {
+	var data map[string][]byte
+	if _, err := waitUntil(ctx, 3*time.Minute, "the peer's certificates in its Secret", func() bool {
+		sec, err := r.env.Kube.CoreV1().Secrets(peerNamespace).Get(ctx, peerSecret, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		data = sec.Data
+		return len(data["ca.crt"]) > 0 && len(data["tls.crt"]) > 0 && len(data["tls.key"]) > 0
+	}); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(peerCertDir, 0o700); err != nil {
+		return err
+	}
+	for _, name := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(peerCertDir, name), data[name], 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // freePorts returns n ports free on 127.0.0.1 now.

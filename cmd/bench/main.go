@@ -53,19 +53,28 @@ func run() (err error) {
 	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
-	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang.")
+	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang, peer.")
 	flag.StringVar(&out, "out", filepath.Join(wd, "bench", "results"), "Directory for <date>.json (empty: no file).")
 	flag.StringVar(&workdir, "workdir", "", "Cluster state directory (a temporary one when empty).")
 	flag.StringVar(&binDir, "bin", filepath.Join(wd, "bin"), "Directory with kwokctl, kwok and the control-plane binaries.")
 	flag.StringVar(&mgr, "manager", filepath.Join(wd, "bin", "manager"), "The manager binary (go build -o bin/manager ./cmd).")
 	flag.StringVar(&mgrArgs, "manager-args", "", "Extra manager flags, space-separated.")
+	flag.StringVar(&cfg.Peer.Binary, "peer", "", "Kubeflow's training-operator.v1 binary: the same burst runs against it, once, after ours (empty: not run).")
+	flag.StringVar(&cfg.Peer.Version, "peer-version", "", "The training-operator module version --peer was built from.")
+	flag.StringVar(&cfg.Peer.CRD, "peer-crd", "", "Its PyTorchJob CRD (manifests/base/crds/kubeflow.org_pytorchjobs.yaml of that module).")
 	flag.Parse()
 	// kwokctl looks binaries up on PATH, and a relative PATH entry makes it
 	// try to download them instead.
-	for _, p := range []*string{&binDir, &mgr} {
+	for _, p := range []*string{&binDir, &mgr, &cfg.Peer.Binary, &cfg.Peer.CRD} {
+		if *p == "" {
+			continue
+		}
 		if *p, err = filepath.Abs(*p); err != nil {
 			return err
 		}
+	}
+	if cfg.Peer.Binary != "" && cfg.Peer.CRD == "" {
+		return fmt.Errorf("--peer needs --peer-crd")
 	}
 	if cfg.MemoryPods, err = ints(memory); err != nil {
 		return fmt.Errorf("--memory-pods: %w", err)

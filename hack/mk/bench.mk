@@ -21,12 +21,25 @@ BENCH_RESTART_RANKS ?= 8,64
 # Anything else, e.g. BENCH_FLAGS="--gpus-per-worker=1 --skip=memory".
 BENCH_FLAGS ?=
 
+# The peer: Kubeflow's training-operator v1, built unmodified from its module
+# (go install ...@TRAINING_OPERATOR_VERSION), gets the same burst in the same
+# run, once, after ours (BENCH_FLAGS="--skip=peer" leaves it out). Its
+# PyTorchJob CRD is read from the module it was built from.
+TRAINING_OPERATOR_CRD = $(shell go env GOMODCACHE)/github.com/kubeflow/training-operator@$(TRAINING_OPERATOR_VERSION)/manifests/base/crds/kubeflow.org_pytorchjobs.yaml
+BENCH_PEER_FLAGS = --peer $(LOCALBIN)/training-operator.v1 --peer-version $(TRAINING_OPERATOR_VERSION) --peer-crd $(TRAINING_OPERATOR_CRD)
+
 .PHONY: bench
-bench: cluster-tools build ## Benchmarks on a local kwok cluster: table + bench/results/<date>.json (BENCH_JOBS, BENCH_RANKS, BENCH_REPEATS).
+bench: cluster-tools training-operator build ## Benchmarks on a local kwok cluster, the peer (Kubeflow training-operator) included: table + bench/results/<date>.json (BENCH_JOBS, BENCH_RANKS, BENCH_REPEATS).
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) \
 		--jobs $(BENCH_JOBS) --ranks $(BENCH_RANKS) --repeats $(BENCH_REPEATS) \
 		--qps $(BENCH_QPS) --burst $(BENCH_BURST) \
-		--memory-pods $(BENCH_MEMORY_PODS) --restart-ranks $(BENCH_RESTART_RANKS) $(BENCH_FLAGS)
+		--memory-pods $(BENCH_MEMORY_PODS) --restart-ranks $(BENCH_RESTART_RANKS) $(BENCH_PEER_FLAGS) $(BENCH_FLAGS)
+
+.PHONY: training-operator
+training-operator: $(STAMPS)/training-operator-$(TRAINING_OPERATOR_VERSION) ## Kubeflow's training-operator v1, the benchmark's peer (bin/training-operator.v1).
+$(STAMPS)/training-operator-$(TRAINING_OPERATOR_VERSION): | $(STAMPS)
+	@$(call build_tool,training-operator,$(TRAINING_OPERATOR_VERSION),$(EST_TRAINING_OPERATOR)) env GOBIN=$(LOCALBIN) GONOSUMDB=k8s.io go install github.com/kubeflow/training-operator/cmd/training-operator.v1@$(TRAINING_OPERATOR_VERSION)
+	@touch $@
 
 # make bench-gang: the time to bind a gang of BENCH_GANG_RANKS ranks with
 # Kubernetes' native gang scheduling against as many plain pods, on one

@@ -13,6 +13,8 @@ OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
 COREDNS_VERSION        ?= v1.14.7
 REGISTRY_VERSION       ?= v3.1.2
+# The benchmark's peer (make bench; docs/benchmarks.md), built unmodified.
+TRAINING_OPERATOR_VERSION ?= v1.9.2
 
 # How long each tool took to build on 2 cores with empty Go caches (module
 # downloads included), printed before it is built (hack/build-tool.sh).
@@ -29,3 +31,6 @@ EST_KUBELET                 ?= about 6 min
 EST_KUBE_PROXY              ?= about 1 min
 EST_COREDNS                 ?= about 10 min
 EST_REGISTRY                ?= about 4 min
+# training-operator: 32 min measured once, niced, with the machine's other
+# work at load 15-20; not measured on an idle machine.
+EST_TRAINING_OPERATOR       ?= about 30 min under load

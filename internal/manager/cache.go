@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -48,30 +50,111 @@ func transformPod(obj any) (any, error) {
 }
 
 // trimPod keeps the parts of a pod the controllers read from the cache, and
-// drops the rest of the spec (volumes, mounts, probes, security contexts,
-// tolerations, affinity, ports, commands), which they only ever write:
+// drops the rest, which they only ever write or never look at:
 //
-//   - all metadata but managedFields: names, labels (rank, attempt, job,
-//     version), annotations, owner references, UID, creation and deletion
-//     timestamps;
+//   - metadata but managedFields and annotations: names, labels (rank,
+//     attempt, job, version, the gang's shape), owner references, UID,
+//     resourceVersion, creation and deletion timestamps. No controller
+//     reads a pod's annotations back (the template's are copied onto the
+//     pods it creates, and that is all);
 //   - spec.nodeName (the node-loss check and the node index);
-//   - per container: name and resources (the job's allocated GPUs). Env
-//     and image are dropped: a gang's shape is read from the pod's labels
-//     (ml.example.com/num-workers, ml.example.com/tf-cluster-hash), never
-//     from its env, and no controller reads a cached pod's image;
-//   - the whole status (phase, reason, message, conditions, container
-//     states and exit codes, pod IP for the progress scrape).
+//   - per container, only its resource limits, and only for a container
+//     that has some: the job's allocated GPUs are summed from the limits
+//     (trainingjob's allocation), and nothing else reads a cached pod's
+//     containers. Env, image, command, requests, mounts, probes and the
+//     security context are dropped: a gang's shape is read from the pod's
+//     labels (ml.example.com/num-workers, ml.example.com/tf-cluster-hash),
+//     never from its env;
+//   - of the status: phase, reason, message, pod IP (the progress scrape),
+//     the conditions (scheduling, readiness, disruption), and per container
+//     and init container its name, readiness, restart count, state and last
+//     state (exit codes, termination messages, why it is waiting). Host
+//     IPs, pod IPs, QoS class, start time, images and container IDs go.
+//
+// The short strings many pods share (label keys and values, owner kinds
+// and API versions, the namespace, the node name, condition types, statuses
+// and reasons, phases and container names) are interned (unique.Make): the
+// pods decoded between two garbage collections share one copy of each,
+// instead of each holding its own.
 //
 // A cached pod is never written back (pods are only created and deleted),
 // so nothing dropped here can be lost on the API server.
 func trimPod(pod *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status}
-	out.Spec.NodeName = pod.Spec.NodeName
-	out.Spec.Containers = make([]corev1.Container, 0, len(pod.Spec.Containers))
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta}
+	out.Annotations = nil
+	out.Namespace = intern(out.Namespace)
+	out.Labels = internMap(out.Labels)
+	for i := range out.OwnerReferences {
+		o := &out.OwnerReferences[i]
+		o.APIVersion, o.Kind = intern(o.APIVersion), intern(o.Kind)
+	}
+	out.Spec.NodeName = intern(pod.Spec.NodeName)
 	for _, c := range pod.Spec.Containers {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
-			Name: c.Name, Resources: c.Resources,
-		})
+		if len(c.Resources.Limits) > 0 {
+			out.Spec.Containers = append(out.Spec.Containers, corev1.Container{
+				Resources: corev1.ResourceRequirements{Limits: c.Resources.Limits},
+			})
+		}
+	}
+	st := &pod.Status
+	out.Status = corev1.PodStatus{
+		Phase: corev1.PodPhase(intern(string(st.Phase))), Reason: st.Reason, Message: st.Message, PodIP: st.PodIP,
+		Conditions:            trimConditions(st.Conditions),
+		InitContainerStatuses: trimContainerStatuses(st.InitContainerStatuses),
+		ContainerStatuses:     trimContainerStatuses(st.ContainerStatuses),
+	}
+	return out
+}
+
+// trimConditions is a copy of a pod's conditions with their type, status
+// and reason interned.
+func trimConditions(in []corev1.PodCondition) []corev1.PodCondition {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.PodCondition, len(in))
+	for i, c := range in {
+		c.Type = corev1.PodConditionType(intern(string(c.Type)))
+		c.Status = corev1.ConditionStatus(intern(string(c.Status)))
+		c.Reason = intern(c.Reason)
+		out[i] = c
+	}
+	return out
+}
+
+// trimContainerStatuses keeps what the controllers read of a container's
+// status: its name, readiness, restart count, state and last state.
+func trimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, c := range in {
+		out[i] = corev1.ContainerStatus{Name: intern(c.Name), Ready: c.Ready, RestartCount: c.RestartCount,
+			State: c.State, LastTerminationState: c.LastTerminationState}
+	}
+	return out
+}
+
+// intern returns the canonical copy of s (unique.Make). The canonical copy
+// lives as long as anything refers to it; the table's entry for it is
+// dropped at a garbage collection once no handle is left, so interning
+// never keeps a string alive by itself.
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// internMap is a copy of m with interned keys and values.
+func internMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = intern(v)
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -83,7 +84,7 @@ func TestCacheHoldsOnlyManagedChildren(t *testing.T) {
 	}
 	p := &corev1.Pod{}
 	require.NoError(t, cached.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ours"}, p))
-	assert.Equal(t, "c", p.Spec.Containers[0].Name, "cached pods keep what the controllers read")
+	assert.Equal(t, managed, p.Labels, "cached pods keep what the controllers read")
 
 	// Namespaces: their metadata, trimmed to what tells a deletion.
 	nsMeta := &metav1.PartialObjectMetadata{}
@@ -112,7 +113,7 @@ func TestCachedPodsLackTheFieldsTheTransformStrips(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client)
 	managed := map[string]string{mlv1.LabelManagedBy: mlv1.ManagedByValue}
 	full := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: ns, Labels: managed},
+		ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: ns, Labels: managed, Annotations: map[string]string{"team": "a"}},
 		Spec: corev1.PodSpec{
 			Hostname: "full", Subdomain: "workers",
 			Volumes:     []corev1.Volume{{Name: "ckpt", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -123,7 +124,11 @@ func TestCachedPodsLackTheFieldsTheTransformStrips(t *testing.T) {
 				Ports:          []corev1.ContainerPort{{ContainerPort: 29500}},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "ckpt", MountPath: "/ckpt"}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(29500)}}},
-			}},
+				Resources: corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+					Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("2")},
+				},
+			}, {Name: "sidecar", Image: "example.com/proxy:1"}},
 		},
 	}
 	require.NoError(t, env.Client.Create(ctx, full))
@@ -134,20 +139,23 @@ func TestCachedPodsLackTheFieldsTheTransformStrips(t *testing.T) {
 		return cached.Get(ctx, client.ObjectKeyFromObject(full), fromCache) == nil
 	}, 20*time.Second, 50*time.Millisecond, "the pod is cached")
 
-	// Stripped: everything of the spec but the node and each container's
-	// name and resources; managedFields.
+	// Stripped: everything of the spec but the node and the limits of the
+	// containers that have some; managedFields and annotations.
+	require.Len(t, fromCache.Spec.Containers, 1, "only the container with limits is kept")
 	c := fromCache.Spec.Containers[0]
 	for what, v := range map[string]any{
-		"managedFields": fromCache.ManagedFields, "volumes": fromCache.Spec.Volumes, "tolerations": fromCache.Spec.Tolerations,
+		"managedFields": fromCache.ManagedFields, "annotations": fromCache.Annotations,
+		"volumes": fromCache.Spec.Volumes, "tolerations": fromCache.Spec.Tolerations,
 		"hostname": fromCache.Spec.Hostname, "subdomain": fromCache.Spec.Subdomain, "command": c.Command, "args": c.Args,
 		"ports": c.Ports, "volumeMounts": c.VolumeMounts, "readinessProbe": c.ReadinessProbe,
-		"image": c.Image, "env": c.Env,
+		"image": c.Image, "env": c.Env, "container name": c.Name, "requests": c.Resources.Requests,
+		"QoS class": fromCache.Status.QOSClass,
 	} {
 		assert.Empty(t, v, "a cached pod has no %s", what)
 	}
 	// Kept: what the controllers read.
-	assert.Equal(t, managed[mlv1.LabelManagedBy], fromCache.Labels[mlv1.LabelManagedBy])
-	assert.Equal(t, full.Spec.Containers[0].Resources, c.Resources)
+	assert.Equal(t, managed, fromCache.Labels)
+	assert.Equal(t, full.Spec.Containers[0].Resources.Limits, c.Resources.Limits)
 
 	// The view the pass-by-pass suites read through answers the same.
 	view := testutil.NewCacheView(t, env.Config)

@@ -1,7 +1,10 @@
 package manager
 
 import (
+	"runtime"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -9,18 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 func workerPod() *corev1.Pod {
 	now := metav1.Now()
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "llm-worker-0", Namespace: "ns", UID: "u1", ResourceVersion: "7",
 			Labels:            map[string]string{mlv1.LabelTrainingJob: "llm", mlv1.LabelRank: "0"},
 			Annotations:       map[string]string{"a": "b"},
-			OwnerReferences:   []metav1.OwnerReference{{Name: "llm", UID: "j1"}},
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "llm", UID: "j1"}},
 			CreationTimestamp: now, DeletionTimestamp: &now,
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}}},
 		},
@@ -28,51 +33,97 @@ func workerPod() *corev1.Pod {
 			NodeName: "n1", Hostname: "llm-worker-0", Subdomain: "llm-workers",
 			Volumes:     []corev1.Volume{{Name: "ckpt"}},
 			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu"}},
+			InitContainers: []corev1.Container{{Name: "init", Image: "img",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}}},
 			Containers: []corev1.Container{{
 				Name: "trainer", Image: "img", Command: []string{"python"},
-				Env:          []corev1.EnvVar{{Name: "NUM_WORKERS", Value: "8"}, {Name: "TF_CONFIG", Value: "{}"}},
-				Resources:    corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}},
+				Env: []corev1.EnvVar{{Name: "NUM_WORKERS", Value: "8"}, {Name: "TF_CONFIG", Value: "{}"}},
+				Resources: corev1.ResourceRequirements{
+					Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")},
+					Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2"), "cpu": resource.MustParse("4")},
+				},
 				VolumeMounts: []corev1.VolumeMount{{Name: "ckpt", MountPath: "/ckpt"}},
 				Ports:        []corev1.ContainerPort{{ContainerPort: 29500}},
-			}},
+			}, {Name: "sidecar", Image: "proxy"}},
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodFailed, Reason: "Evicted", Message: "m", PodIP: "10.0.0.1",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer", RestartCount: 2,
-				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}}},
+			PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}}, HostIP: "10.1.0.1", HostIPs: []corev1.HostIP{{IP: "10.1.0.1"}},
+			QOSClass: corev1.PodQOSBurstable, StartTime: &now, NominatedNodeName: "n2",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "PodFailed", Message: "x", LastTransitionTime: now}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", Image: "img", ImageID: "sha", ContainerID: "cri://1",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: "runAsNonRoot"}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer", RestartCount: 2, Ready: true, Image: "img", ImageID: "sha",
+				ContainerID: "cri://2", Started: ptr.To(true),
+				State:                running,
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: "t"}}}},
 		},
 	}
 }
 
 // The pod transform keeps every field the TrainingJob and ModelDeployment
-// controllers read from a cached pod and drops managedFields and the spec
-// they only write.
+// controllers read from a cached pod, and drops managedFields, the
+// annotations, the spec they only write and the status they never read.
 func TestTransformPodKeepsWhatTheControllersRead(t *testing.T) {
 	in := workerPod()
 	out, err := transformPod(in.DeepCopy())
 	require.NoError(t, err)
 	pod := out.(*corev1.Pod)
 
-	assert.Nil(t, pod.ManagedFields, "managedFields")
 	want := in.ObjectMeta.DeepCopy()
-	want.ManagedFields = nil
-	assert.Equal(t, *want, pod.ObjectMeta, "the rest of the metadata is kept")
-	assert.Equal(t, in.Status, pod.Status, "the whole status is kept")
-	assert.Equal(t, "n1", pod.Spec.NodeName)
-	require.Len(t, pod.Spec.Containers, 1)
-	c := pod.Spec.Containers[0]
-	assert.Equal(t, "trainer", c.Name)
-	assert.Equal(t, in.Spec.Containers[0].Resources, c.Resources, "resources (allocated GPUs)")
-	assert.Empty(t, c.Env, "env is not read back: the gang's shape is in the labels")
-	assert.Empty(t, c.Image)
+	want.ManagedFields, want.Annotations = nil, nil
+	assert.Equal(t, *want, pod.ObjectMeta, "the metadata but managedFields and annotations is kept")
 
-	assert.Empty(t, pod.Spec.Volumes)
-	assert.Empty(t, pod.Spec.Tolerations)
-	assert.Empty(t, pod.Spec.Hostname)
-	assert.Empty(t, c.VolumeMounts)
-	assert.Empty(t, c.Ports)
-	assert.Empty(t, c.Command)
+	st := in.Status
+	assert.Equal(t, corev1.PodStatus{
+		Phase: st.Phase, Reason: st.Reason, Message: st.Message, PodIP: st.PodIP, Conditions: st.Conditions,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", State: st.InitContainerStatuses[0].State}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "trainer", RestartCount: 2, Ready: true,
+			State: st.ContainerStatuses[0].State, LastTerminationState: st.ContainerStatuses[0].LastTerminationState}},
+	}, pod.Status, "of the status: phase, reason, message, pod IP, conditions, and each container's name, readiness, restarts and states")
+
+	assert.Equal(t, corev1.PodSpec{
+		NodeName: "n1",
+		Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}}},
+	}, pod.Spec, "of the spec: the node, and the limits of each container that has some (the allocated GPUs)")
+}
+
+// Strings many pods carry are held once: two pods' label keys and values,
+// owner kinds, namespaces, node names and condition types share their bytes
+// after the transform, though each pod was decoded on its own.
+func TestTransformPodInternsSharedStrings(t *testing.T) {
+	a, b := workerPod(), workerPod()
+	// As two decodes give them: equal strings, distinct bytes.
+	b.Namespace = strings.Clone(a.Namespace)
+	b.Labels = map[string]string{strings.Clone(mlv1.LabelTrainingJob): strings.Clone("llm"), strings.Clone(mlv1.LabelRank): strings.Clone("0")}
+	b.OwnerReferences[0].Kind = strings.Clone(a.OwnerReferences[0].Kind)
+	b.Spec.NodeName = strings.Clone(a.Spec.NodeName)
+	b.Status.Conditions[0].Reason = strings.Clone(a.Status.Conditions[0].Reason)
+	require.NotSame(t, unsafe.StringData(a.Namespace), unsafe.StringData(b.Namespace))
+
+	outA, err := transformPod(a)
+	require.NoError(t, err)
+	outB, err := transformPod(b)
+	require.NoError(t, err)
+	pa, pb := outA.(*corev1.Pod), outB.(*corev1.Pod)
+	same := func(what, x, y string) {
+		assert.Equal(t, x, y, what)
+		assert.Same(t, unsafe.StringData(x), unsafe.StringData(y), "%s is held once", what)
+	}
+	same("namespace", pa.Namespace, pb.Namespace)
+	same("label value", pa.Labels[mlv1.LabelTrainingJob], pb.Labels[mlv1.LabelTrainingJob])
+	for k := range pa.Labels {
+		for k2 := range pb.Labels {
+			if k == k2 {
+				same("label key "+k, k, k2)
+			}
+		}
+	}
+	same("owner kind", pa.OwnerReferences[0].Kind, pb.OwnerReferences[0].Kind)
+	same("node name", pa.Spec.NodeName, pb.Spec.NodeName)
+	same("condition reason", pa.Status.Conditions[0].Reason, pb.Status.Conditions[0].Reason)
+	runtime.KeepAlive(pa)
 }
 
 // Every other kind only loses managedFields; a deleted object's tombstone

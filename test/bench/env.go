@@ -43,7 +43,8 @@ type Env struct {
 	// Nodes is the number of simulated nodes.
 	Nodes []localcluster.NodeSpec
 
-	stop func()
+	binDir, workdir string
+	stop            func()
 }
 
 // EnvOptions say where the binaries are and what the cluster must hold.
@@ -106,7 +107,7 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 		Nodes: Nodes(o.Pods, o.GPUsPerWorker), Log: o.Log, NativeGangs: o.NativeGangs,
 	}
 	var stops []func()
-	env = &Env{Nodes: copts.Nodes}
+	env = &Env{Nodes: copts.Nodes, binDir: o.BinDir, workdir: o.Workdir}
 	env.stop = func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
@@ -184,7 +185,12 @@ func (e *Env) Stop() {
 }
 
 func (e *Env) kubectl(o EnvOptions, args ...string) error {
-	cmd := exec.Command(filepath.Join(o.BinDir, "kubectl"), args...)
+	return e.kubectlRun(args...)
+}
+
+// kubectlRun runs bin/kubectl against the cluster.
+func (e *Env) kubectlRun(args ...string) error {
+	cmd := exec.Command(filepath.Join(e.binDir, "kubectl"), args...)
 	cmd.Env = e.Cluster.KubectlEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

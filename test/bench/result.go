@@ -41,6 +41,8 @@ type Result struct {
 	Memory        []MemoryLevel             `json:"memory,omitempty"`
 	Restart       []RestartRun              `json:"restart,omitempty"`
 	GangBind      []GangBindRun             `json:"gangBind,omitempty"`
+	// Peer is Kubeflow's training-operator under the same burst.
+	Peer *PeerRun `json:"peer,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
 }
@@ -330,16 +332,38 @@ func (r *Result) PrintTable(w io.Writer) {
 			fmt.Fprintf(tw, "\tevents per job: %s\t%.1f\n", s, k.EventsPerJob[s])
 		}
 	}
+	var idleAnon float64
 	for _, m := range r.Memory {
-		var rss, heap []float64
+		var rss, heap, anon []float64
 		for _, x := range m.Readings {
 			rss, heap = append(rss, float64(x.RSSBytes)/1e6), append(heap, float64(x.HeapBytes)/1e6)
+			anon = append(anon, float64(x.RSSAnonBytes))
 		}
 		fmt.Fprintf(tw, "manager memory at %d worker pods\tRSS / Go heap\t%s / %s\n", m.Pods,
 			spread(Summarize(rss), "MB", 1), spread(Summarize(heap), "MB", 1))
 		if x := m.Readings[len(m.Readings)-1]; x.RSSAnonBytes > 0 {
 			fmt.Fprintf(tw, "\tlast reading: RSS anon / file; Go heap in use / Go sys\t%.1f / %.1f MB; %.1f / %.1f MB\n",
 				float64(x.RSSAnonBytes)/1e6, float64(x.RSSFileBytes)/1e6, float64(x.HeapInuseBytes)/1e6, float64(x.GoSysBytes)/1e6)
+		}
+		if a := Summarize(anon).Median; m.Pods == 0 {
+			idleAnon = a
+		} else if idleAnon > 0 && a > 0 {
+			fmt.Fprintf(tw, "\tanonymous RSS per worker pod (median, against 0 pods)\t%.1f KB\n", (a-idleAnon)/float64(m.Pods)/1e3)
+		}
+	}
+	if p := r.Peer; p != nil {
+		fmt.Fprintf(tw, "peer: Kubeflow training-operator %s, %d PyTorchJobs x %d (same QPS/burst)\tall pods created\t%.2f s\n", p.Version, c.Jobs, c.Ranks, p.PodsSeconds)
+		fmt.Fprintf(tw, "\tall pods Running\t%.2f s\n", p.RunningSeconds)
+		fmt.Fprintf(tw, "\tpods/s\t%.1f\n", p.PodsPerSecond)
+		fmt.Fprintf(tw, "\tServices created\t%d\n", p.Services)
+		fmt.Fprintf(tw, "\tpeer RSS (anon + file), all pods Running\t%.1f MB (%.1f + %.1f)\n",
+			float64(p.Memory.RSSBytes)/1e6, float64(p.Memory.RSSAnonBytes)/1e6, float64(p.Memory.RSSFileBytes)/1e6)
+		if len(r.Burst) > 0 && p.PodsPerSecond > 0 {
+			var rate []float64
+			for _, b := range r.Burst {
+				rate = append(rate, b.PodsPerSecond)
+			}
+			fmt.Fprintf(tw, "\tml-operator pod rate / peer pod rate\t%.2f\n", Summarize(rate).Median/p.PodsPerSecond)
 		}
 	}
 	for _, p := range r.Phases {

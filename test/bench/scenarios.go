@@ -53,8 +53,11 @@ type Config struct {
 	// GangRanks are the gang sizes the bind time is measured at, native
 	// against plain pods (the gang scenario; empty: not run).
 	GangRanks []int
-	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang).
+	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang, peer).
 	Skip map[string]bool
+	// Peer is Kubeflow's training-operator, for the same burst (peer.go);
+	// an empty Binary skips it.
+	Peer PeerConfig
 }
 
 // Pods is the most worker pods any scenario holds at once, with room for
@@ -135,6 +138,12 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 			return res, fmt.Errorf("burst: %w", err)
 		}
 	}
+	if !cfg.Skip["peer"] && cfg.Peer.Binary != "" {
+		err := r.measured(ctx, res, "peer burst", func() (err error) { res.Peer, err = r.peer(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("peer: %w", err)
+		}
+	}
 	after, err := env.APIServerMetrics(ctx)
 	if err != nil {
 		return res, err
@@ -194,10 +203,18 @@ func (r *run) job(ns, name string, ranks int, annotations map[string]string) *ml
 }
 
 // createJobs creates count jobs <prefix>-<i> at once (32 in flight, through
-// the benchmark's own generous rate limit).
+// the benchmark's own generous rate limit). A create the API server fails
+// (on a loaded machine, an admission call that timed out) is tried again,
+// up to 5 times; one that already went through counts as done.
 func (r *run) createJobs(ctx context.Context, ns, prefix string, from, to, ranks int, ann map[string]string) error {
 	return parallel(ctx, to-from, 32, func(i int) error {
-		return r.env.Client.Create(ctx, r.job(ns, fmt.Sprintf("%s-%d", prefix, from+i), ranks, ann))
+		return retrying(ctx, func() error {
+			err := r.env.Client.Create(ctx, r.job(ns, fmt.Sprintf("%s-%d", prefix, from+i), ranks, ann))
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
 	})
 }
 

@@ -260,10 +260,10 @@ func waitUntil(ctx context.Context, timeout time.Duration, what string, cond fun
 	}
 }
 
-// retrying calls a cleanup request (a delete of a collection, which may be
-// repeated) up to 5 times, 2 s apart, until it succeeds: on a loaded
-// machine the API server may drop one (a stream reset, a timeout), and a
-// lost cleanup must not end a run.
+// retrying calls a request that may be repeated (a delete of a
+// collection, a create that treats AlreadyExists as done) up to 5 times,
+// 2 s apart, until it succeeds: on a loaded machine the API server may drop
+// one (a stream reset, a timeout), and a lost request must not end a run.
 func retrying(ctx context.Context, f func() error) error {
 	var err error
 	for range 5 {

@@ -84,6 +84,8 @@ var pins = map[string]pin{
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
 	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},
 	"CRD_REF_DOCS_VERSION":   {want: exactly("github.com/elastic/crd-ref-docs")},
+	// The benchmark's peer (make training-operator), go installed at this version.
+	"TRAINING_OPERATOR_VERSION": {want: exactly("github.com/kubeflow/training-operator")},
 }
 
 // readVersionsMk reads the `NAME ?= value` lines of hack/tools/versions.mk.

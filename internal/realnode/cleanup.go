@@ -202,3 +202,26 @@ func sweep(ctx context.Context, workdir string, netnsBefore map[string]bool) err
 	}
 	return errors.Join(errs...)
 }
+
+// PruneToLogs removes everything in a torn-down node's workdir except the
+// process logs and the pod logs, which tell what happened. A failed suite
+// keeps only those: the rest (containerd's image store, etcd) is gigabytes
+// per run.
+func PruneToLogs(dir string) error { return pruneToLogs(dir, mountsUnder) }
+
+func pruneToLogs(dir string, mountsUnder func(string) ([]string, error)) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == "logs" || e.Name() == "pod-logs" {
+			continue
+		}
+		if err := removeUnlessMounted(filepath.Join(dir, e.Name()), mountsUnder); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

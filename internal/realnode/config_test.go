@@ -115,6 +115,33 @@ func TestRemoveWorkdirRefusesWhileMounted(t *testing.T) {
 	require.NoDirExists(t, dir)
 }
 
+func TestPruneToLogsKeepsOnlyTheLogs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"logs", "pod-logs/ns_pod_uid", "containerd/content", "etcd/member"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "logs", "kubelet.log"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kube-proxy.yaml"), []byte("x"), 0o644))
+
+	none := func(string) ([]string, error) { return nil, nil }
+	require.NoError(t, pruneToLogs(dir, none))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{"logs", "pod-logs"}, names)
+	require.FileExists(t, filepath.Join(dir, "logs", "kubelet.log"))
+	require.DirExists(t, filepath.Join(dir, "pod-logs", "ns_pod_uid"))
+
+	// A mount left below a directory keeps that directory, and says so.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "containerd", "rootfs"), 0o755))
+	mounted := func(string) ([]string, error) { return []string{filepath.Join(dir, "containerd", "rootfs")}, nil }
+	require.ErrorContains(t, pruneToLogs(dir, mounted), "still mounted")
+	require.DirExists(t, filepath.Join(dir, "containerd", "rootfs"))
+}
+
 func TestMountsUnderFindsProc(t *testing.T) {
 	mounts, err := mountsUnder("/proc")
 	require.NoError(t, err)

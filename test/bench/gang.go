@@ -60,7 +60,7 @@ func (r *run) gangBind(ctx context.Context) ([]GangBindRun, error) {
 			plain := fmt.Sprintf("plain-%d-%d", ranks, rep)
 			if err := parallel(ctx, ranks, 64, func(i int) error {
 				p := r.baselinePod(i)
-				p.Name = fmt.Sprintf("%s-%d", plain, i)
+				p.Name, p.Namespace = fmt.Sprintf("%s-%d", plain, i), ns
 				// The tracker follows pods with the operator's labels.
 				p.Labels = map[string]string{mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelTrainingJob: plain,
 					mlv1.LabelRestartAttempt: "0", mlv1.LabelRank: strconv.Itoa(i)}

@@ -85,9 +85,21 @@ func runSuite(m *testing.M) (code int) {
 		fmt.Fprintln(os.Stderr, "teardown left no process, mount, route, address, bridge, iptables chain, namespace, cgroup or host file")
 	}
 	if code != 0 || *keepLogs {
+		// A failed run keeps only the logs: containerd's images and etcd
+		// are gigabytes a run. -keep-workdir keeps everything.
+		if err := pruneToLogs(workdir); err != nil {
+			fmt.Fprintf(os.Stderr, "pruning %s to its logs: %v\n", workdir, err)
+		}
 		fmt.Fprintf(os.Stderr, "node logs kept in %s\n", filepath.Join(workdir, "logs"))
 	} else {
 		_ = os.RemoveAll(workdir)
 	}
 	return code
+}
+
+func pruneToLogs(workdir string) error {
+	if *keepLogs {
+		return nil
+	}
+	return realnode.PruneToLogs(workdir)
 }

@@ -15,7 +15,7 @@ E2E_OLM_TIMEOUT ?= 30m
 E2E_OLM_FLAGS ?=
 
 .PHONY: olm-tools
-olm-tools: $(STAMPS)/olm-$(OLM_VERSION) $(STAMPS)/opm-static-$(OPM_VERSION) ## OLM's olm, catalog, copy-content, cpb and grpc_health_probe, and a static opm, into bin/olm-$(OLM_VERSION)/.
+olm-tools: $(STAMPS)/olm-$(OLM_VERSION) $(STAMPS)/opm-static-$(OPM_VERSION) ## OLM's olm, catalog, copy-content, cpb and grpc_health_probe, and a static opm, into bin/olm-v0.38.0/.
 
 $(STAMPS)/olm-$(OLM_VERSION): hack/tools/olm/go.mod | $(STAMPS)
 	@mkdir -p $(OLM_BIN)

@@ -6,6 +6,7 @@
 VERSION ?= 0.2.0
 IMAGE_TAG_BASE ?= ghcr.io/ml-operator/ml-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+MODEL_SERVER_IMG ?= ghcr.io/ml-operator/model-server:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:latest
 CHANNELS ?= stable,candidate

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -358,7 +360,33 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 		errs = append(errs, field.Invalid(p.Child("parameterServers"), s.ParameterServers,
 			"only supported with framework tensorflow"))
 	}
+	if err := validatePlacementTimeout(s.Scheduling.PlacementTimeout, p.Child("scheduling", "placementTimeout")); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
+}
+
+// validatePlacementTimeout refuses a placement timeout that is neither 0s
+// (never) nor within mlv1.MinPlacementTimeout..MaxPlacementTimeout.
+func validatePlacementTimeout(t *metav1.Duration, p *field.Path) *field.Error {
+	if t == nil || t.Duration == 0 || (t.Duration >= mlv1.MinPlacementTimeout && t.Duration <= mlv1.MaxPlacementTimeout) {
+		return nil
+	}
+	return field.Invalid(p, t.Duration.String(), fmt.Sprintf("must be 0s (never) or between %s and %s",
+		shortDuration(mlv1.MinPlacementTimeout), shortDuration(mlv1.MaxPlacementTimeout)))
+}
+
+// shortDuration writes whole minutes and hours without their zero parts
+// ("24h", not "24h0m0s"), as the CRD's CEL message does.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // validateGPUResources refuses GPU entries in resources that disagree with
@@ -510,7 +538,8 @@ func validateTrainingJobUpdate(old, s *mlv1.TrainingJobSpec, p *field.Path) fiel
 		{"gpusPerWorker", old.GPUsPerWorker, s.GPUsPerWorker},
 		{"nprocPerNode", old.NProcPerNode, s.NProcPerNode},
 		{"resources", old.Resources, s.Resources},
-		{"scheduling", old.Scheduling, s.Scheduling},
+		// placementTimeout may change at any time: it only bounds a wait.
+		{"scheduling", withoutPlacementTimeout(old.Scheduling), withoutPlacementTimeout(s.Scheduling)},
 		{"template", old.Template, s.Template},
 	} {
 		if !equality.Semantic.DeepEqual(f.old, f.new) {
@@ -518,4 +547,11 @@ func validateTrainingJobUpdate(old, s *mlv1.TrainingJobSpec, p *field.Path) fiel
 		}
 	}
 	return errs
+}
+
+// withoutPlacementTimeout is a scheduling spec without its placementTimeout,
+// the one scheduling field that may change while the job runs.
+func withoutPlacementTimeout(s mlv1.SchedulingSpec) mlv1.SchedulingSpec {
+	s.PlacementTimeout = nil
+	return s
 }

@@ -43,7 +43,7 @@ const (
 
 // Reasons of the Restarting condition, of the restart events and of the
 // trainingjob_restarts_total metric: a failure (counted against
-// backoffLimit) or a disruption (not counted).
+// backoffLimit), a disruption or a placement timeout (neither counted).
 const (
 	// ReasonWorkerFailed: a rank exited non-zero and the gang restarts (a failure).
 	ReasonWorkerFailed = "WorkerFailed"
@@ -58,6 +58,10 @@ const (
 	// ReasonRescaled: numWorkers (or a TensorFlow job's cluster) changed
 	// while the gang ran (a disruption).
 	ReasonRescaled = "Rescaled"
+	// ReasonPlacementTimeout: a rank was still unschedulable when
+	// spec.scheduling.placementTimeout expired; the whole gang is released
+	// and retried (counted in placementTimeouts, not against backoffLimit).
+	ReasonPlacementTimeout = "PlacementTimeout"
 	// ReasonGangRecreated: Restarting is False, the restarted gang's pods were created.
 	ReasonGangRecreated = "GangRecreated"
 )

@@ -277,9 +277,10 @@ func (d *DataVolumeSpec) EffectiveDataMountPath() string {
 	return d.MountPath
 }
 
-// Attempt is the current gang attempt: every gang restart, for a failure or
-// a disruption, starts a new one. Pods carry it in LabelRestartAttempt.
-func (s *TrainingJobStatus) Attempt() int32 { return s.Restarts + s.Disruptions }
+// Attempt is the current gang attempt: every gang restart, for a failure, a
+// disruption or a placement timeout, starts a new one. Pods carry it in
+// LabelRestartAttempt.
+func (s *TrainingJobStatus) Attempt() int32 { return s.Restarts + s.Disruptions + s.PlacementTimeouts }
 
 // V1Alpha1Phase maps a v1 state onto the v1alpha1 phases (Pending, Running,
 // Succeeded, Failed). It is the one place this mapping lives: Initializing

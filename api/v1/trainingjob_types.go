@@ -395,6 +395,21 @@ type SchedulingSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	QueueName string `json:"queueName,omitempty"`
+
+	// PlacementTimeout bounds how long an attempt's ranks may wait to be
+	// placed when no gang scheduler places them all at once
+	// (status.gangPlacement PlacementTimeout). If a rank is still
+	// unschedulable this long after the attempt's pods were created
+	// (status.placementStartTime), the whole gang is deleted, so that no GPU
+	// stays held, and created again after a backoff that does not count
+	// against backoffLimit (status.placementTimeouts). Unset: the manager's
+	// --placement-timeout; "0s": never. May change at any time.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="must be 0s (never) or between 10s and 24h"
+	// +optional
+	PlacementTimeout *metav1.Duration `json:"placementTimeout,omitempty"`
 }
 
 // MetricsEndpointSpec is where rank 0 serves its progress gauges.
@@ -537,6 +552,24 @@ type TrainingJobStatus struct {
 	// eviction, node loss or rescaling; not counted against backoffLimit.
 	// +optional
 	Disruptions int32 `json:"disruptions,omitempty"`
+
+	// PlacementTimeouts is the number of gangs released because a rank was
+	// still unschedulable when spec.scheduling.placementTimeout expired; not
+	// counted against backoffLimit.
+	// +optional
+	PlacementTimeouts int32 `json:"placementTimeouts,omitempty"`
+
+	// PlacementStartTime is when the current attempt's pods were created:
+	// spec.scheduling.placementTimeout runs from here.
+	// +optional
+	PlacementStartTime *metav1.Time `json:"placementStartTime,omitempty"`
+
+	// GangPlacement is how the current gang is placed all-or-nothing: Kueue,
+	// Volcano or Coscheduling (a gang scheduler admits every pod at once),
+	// PlacementTimeout (the operator releases a gang not placed in time) or
+	// None (placementTimeout 0s and no gang scheduler).
+	// +optional
+	GangPlacement GangPlacement `json:"gangPlacement,omitempty"`
 
 	// LastRestartTime is when the latest gang restart (failure or disruption)
 	// was decided; the next gang is created once the backoff since this time

@@ -99,12 +99,17 @@ func run(opts realnode.Options, operator bool) (err error) {
 		if err != nil {
 			return err
 		}
+		if err := n.PushModelServer(ctx); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("\nReal node %q is Ready (%s). Registry: %s. Component logs: %s\n",
 		realnode.NodeName, time.Since(began).Round(time.Second), n.Registry, n.LogsDir())
 	if operator {
 		fmt.Printf("The operator runs in %s (image %s, from make deploy); cert-manager runs in this process.\n",
 			realnode.OperatorNamespace, realnode.ManagerImage)
+		fmt.Printf("A ModelDeployment can serve with the project's model server, image %s (docs/local-cluster.md).\n",
+			realnode.ModelServerImage)
 	}
 	fmt.Println()
 	fmt.Printf("export KUBECONFIG=%s\n\n", n.Kubeconfig)

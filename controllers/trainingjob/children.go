@@ -75,6 +75,7 @@ func (r *Reconciler) runGang(ctx context.Context, p *pass, g attemptPods) error 
 	}
 	// Count pods the API server has but the cache does not show yet, so the
 	// pass that sees them arrive has nothing new to write.
+	markPlacementStart(st, len(g.current)+len(g.ps)+len(inFlight), p.now)
 	observeWorkers(st, append(g.current, inFlight...), job.Spec.EffectiveGPUResourceName())
 	r.updateActiveState(p, g.current)
 	r.ensureMLflowRun(ctx, p)

@@ -35,6 +35,9 @@ type Config struct {
 	Scraper progress.Scraper
 	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
 	MLflow mlflow.Client
+	// PlacementTimeout is the placement timeout of jobs that set no
+	// spec.scheduling.placementTimeout; 0 means never (placement.go).
+	PlacementTimeout time.Duration
 	// StatusBatchPeriod is how long a status change that only moves the
 	// worker counters may wait, so a gang's pod events share one write.
 	StatusBatchPeriod time.Duration
@@ -48,6 +51,9 @@ const (
 	DefaultScrapeInterval      = 15 * time.Second
 	DefaultScrapeBackoffMax    = 5 * time.Minute
 	DefaultCreateParallelism   = 16
+	// DefaultPlacementTimeout is the manager's --placement-timeout default;
+	// a Config without one releases no gang unless the job sets a timeout.
+	DefaultPlacementTimeout = 10 * time.Minute
 )
 
 func (c Config) withDefaults() Config {

@@ -24,6 +24,10 @@ const (
 	restartForFailure
 	// restartForDisruption: a gang restart that does not.
 	restartForDisruption
+	// restartForPlacement: a gang released because a rank was still
+	// unschedulable at its placement timeout (placement.go); not counted
+	// against backoffLimit either.
+	restartForPlacement
 )
 
 // decision is the outcome of decide, with what a person needs to act on it.
@@ -52,6 +56,8 @@ type gangState struct {
 	now       time.Time
 	// nodeGrace is how long a NotReady node is waited for.
 	nodeGrace time.Duration
+	// placementTimeout is the job's effective placement timeout (0: never).
+	placementTimeout time.Duration
 }
 
 // gangState gathers what decide looks at. A rank created by an earlier pass
@@ -66,11 +72,13 @@ func (r *Reconciler) gangState(p *pass, g attemptPods, nodes map[string]nodeInfo
 		}
 	}
 	return gangState{job: job, pods: g.current, ps: g.ps, nodes: nodes, seenRanks: seen,
-		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod}
+		now: p.now, nodeGrace: r.cfg.NodeLostGracePeriod,
+		placementTimeout: job.Spec.EffectivePlacementTimeout(r.cfg.PlacementTimeout)}
 }
 
 // decide is the gang policy: given the current attempt's pods, does the job
-// complete, fail, restart (for a failure or a disruption) or keep going?
+// complete, fail, restart (for a failure, a disruption or a placement
+// timeout) or keep going?
 // Disruptions are checked first: a preempted or evicted pod often also looks
 // Failed, and must not spend the retry budget.
 func decide(g gangState) decision {
@@ -115,6 +123,13 @@ func decide(g gangState) decision {
 
 	if d, ok := rescaleOf(g.job, pods, g.ps); ok {
 		return d
+	}
+	d, expiry, expired := placementTimeoutOf(g)
+	if expired {
+		return d
+	}
+	if !expiry.IsZero() && (recheck.IsZero() || expiry.Before(recheck)) {
+		recheck = expiry
 	}
 	return decision{kind: keepGoing, recheckAt: recheck}
 }

@@ -112,6 +112,9 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	if err := r.deletePods(ctx, p.job, g.stale, p.now); err != nil {
 		return err
 	}
+	if err := r.observePlacement(ctx, p); err != nil {
+		return err
+	}
 	if r.act(p, decide(r.gangState(p, g, obs.nodes)), g) {
 		return nil
 	}
@@ -153,7 +156,7 @@ func (r *Reconciler) act(p *pass, d decision, g attemptPods) (ended bool) {
 		observeWorkers(&p.job.Status, g.current, gpus)
 		r.finish(p, mlv1.StateFailed, d.reason, d.message)
 		return true
-	case restartForFailure, restartForDisruption:
+	case restartForFailure, restartForDisruption, restartForPlacement:
 		r.restart(p, d)
 		return true
 	}

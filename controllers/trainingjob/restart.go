@@ -31,14 +31,23 @@ func backoffFor(restarts int32, base, maxBackoff time.Duration) time.Duration {
 }
 
 // backoffUntil is when the gang of the current attempt may be created: after
-// a failure, the exponential backoff from the restart; after a disruption, at once.
+// a failure, the exponential backoff from the restart; after a placement
+// timeout, the same backoff counted in placement timeouts (so a gang that
+// does not fit is retried ever less often, up to BackoffMax); after a
+// disruption, at once.
 func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
 	st := &job.Status
 	c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting)
-	if st.LastRestartTime == nil || c == nil || c.Reason != mlv1.ReasonWorkerFailed {
+	if st.LastRestartTime == nil || c == nil {
 		return time.Time{}
 	}
-	return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+	switch c.Reason {
+	case mlv1.ReasonWorkerFailed:
+		return st.LastRestartTime.Add(backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+	case mlv1.ReasonPlacementTimeout:
+		return st.LastRestartTime.Add(backoffFor(st.PlacementTimeouts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+	}
+	return time.Time{}
 }
 
 // restart records a gang restart: the counters move the job to the next
@@ -46,26 +55,33 @@ func (r *Reconciler) backoffUntil(job *mlv1.TrainingJob) time.Time {
 func (r *Reconciler) restart(p *pass, d decision) {
 	job, st := p.job, &p.job.Status
 	kind := "disruption"
-	if d.kind == restartForFailure {
+	switch d.kind {
+	case restartForFailure:
 		st.Restarts++
 		kind = "failure"
-	} else {
+	case restartForPlacement:
+		st.PlacementTimeouts++
+		kind = "placement timeout"
+	default:
 		st.Disruptions++
 	}
 	now := metav1.NewTime(p.now)
 	st.LastRestartTime = &now
 	st.State = mlv1.StateRestarting
+	st.PlacementStartTime = nil
 	st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
 	st.AllocatedGPUs, st.AllocatedNodes = 0, 0
 	setCondition(st, restartingCondition(job, d.reason, d.message), now)
 	setCondition(st, runningCondition(job), now)
-	msg := fmt.Sprintf("gang restart for a %s: %s (restarts %d/%d, disruptions %d; next attempt %d)",
-		kind, d.message, st.Restarts, job.Spec.EffectiveBackoffLimit(), st.Disruptions, st.Attempt())
-	if d.kind == restartForFailure {
-		msg += fmt.Sprintf(", backoff %s", backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
-	}
+	msg := fmt.Sprintf("gang restart for a %s: %s (restarts %d/%d, disruptions %d, placement timeouts %d; next attempt %d)",
+		kind, d.message, st.Restarts, job.Spec.EffectiveBackoffLimit(), st.Disruptions, st.PlacementTimeouts, st.Attempt())
 	eventType := corev1.EventTypeNormal
-	if d.kind == restartForFailure {
+	switch d.kind {
+	case restartForFailure:
+		msg += fmt.Sprintf(", backoff %s", backoffFor(st.Restarts, r.cfg.BackoffBase, r.cfg.BackoffMax))
+		eventType = corev1.EventTypeWarning
+	case restartForPlacement:
+		msg += fmt.Sprintf(", backoff %s", backoffFor(st.PlacementTimeouts, r.cfg.BackoffBase, r.cfg.BackoffMax))
 		eventType = corev1.EventTypeWarning
 	}
 	p.event(eventType, d.reason, "%s", msg)

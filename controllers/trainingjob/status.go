@@ -168,6 +168,9 @@ func restartingCondition(job *mlv1.TrainingJob, reason, message string) metav1.C
 func restartDoneCondition(job *mlv1.TrainingJob, cause string) metav1.Condition {
 	msg := fmt.Sprintf("attempt %d created after %d restarts and %d disruptions",
 		job.Status.Attempt(), job.Status.Restarts, job.Status.Disruptions)
+	if n := job.Status.PlacementTimeouts; n > 0 {
+		msg += fmt.Sprintf(" (and %d placement timeouts)", n)
+	}
 	if cause != "" {
 		msg += "; last restart: " + cause
 	}

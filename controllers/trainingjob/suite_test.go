@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -51,7 +52,11 @@ func TestMain(m *testing.M) {
 // (testutil.ManagerOptions) until the returned teardown.
 func startManager(e *testutil.Env) (teardown func(), err error) {
 	env = e
-	mgr, err := ctrl.NewManager(env.Config, testutil.ManagerOptions())
+	// Every request the manager sends goes through apiWrites, which counts
+	// the writes per namespace: pods, Services, ConfigMaps, status, events.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(apiWrites.wrap)
+	mgr, err := ctrl.NewManager(cfg, testutil.ManagerOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ func (r *Reconciler) suspend(ctx context.Context, p *pass, pods []*corev1.Pod) e
 	}
 	st.WorkerStatuses, st.Workers = nil, mlv1.WorkerCounts{}
 	st.AllocatedGPUs, st.AllocatedNodes = 0, 0
+	st.PlacementStartTime = nil
 	if st.State != mlv1.StateSuspended {
 		now := metav1.NewTime(p.now)
 		st.State = mlv1.StateSuspended

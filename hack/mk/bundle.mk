@@ -79,6 +79,10 @@ docker-build: ## Build the manager image IMG.
 docker-push: ## Push the manager image IMG.
 	$(CONTAINER_TOOL) push $(IMG)
 
+.PHONY: docker-build-model-server
+docker-build-model-server: ## Build the model server image MODEL_SERVER_IMG from model-server.Dockerfile (the real node builds it without an engine).
+	$(CONTAINER_TOOL) build -f model-server.Dockerfile --build-arg VERSION=$(VERSION) -t $(MODEL_SERVER_IMG) .
+
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image BUNDLE_IMG from bundle.Dockerfile.
 	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .

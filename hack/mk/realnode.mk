@@ -11,6 +11,9 @@ REALNODE_WORKDIR ?= $(shell pwd)/.realnode
 REALNODE_FLAGS ?=
 E2E_REAL_TIMEOUT ?= 30m
 E2E_REAL_FLAGS ?=
+# TestOperator/Workloads runs its four workloads side by side (mostly
+# waiting); go test's default -parallel is GOMAXPROCS, 2 on CI.
+E2E_REAL_PARALLEL ?= 4
 
 .PHONY: node-packages
 node-packages: ## apt-get install containerd, runc, containernetworking-plugins, iptables, conntrack and mmdebstrap when missing (root).
@@ -35,7 +38,7 @@ realnode: ## Build bin/realnode (the real node harness's command).
 
 .PHONY: e2e-real
 e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator and a real two-rank PyTorch job.
-	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -v $(E2E_REAL_FLAGS)
+	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -parallel $(E2E_REAL_PARALLEL) -v $(E2E_REAL_FLAGS)
 
 .PHONY: run-real
 run-real: node-packages node-tools realnode ## A real single-node cluster until Ctrl-C (what `make run NODE=real` runs).

@@ -67,10 +67,13 @@ type Spec struct {
 
 // Key is a digest of everything the image is made of: the spec and the
 // content of every input file. Two specs with the same key build the same
-// image.
+// image. The name is not part of it: one image pushed under several names
+// (tags of the model server, the seeds' stand-ins) is built once.
 func (s Spec) Key() (string, error) {
 	h := sha256.New()
-	meta, err := json.Marshal(s)
+	unnamed := s
+	unnamed.Ref = ""
+	meta, err := json.Marshal(unnamed)
 	if err != nil {
 		return "", err
 	}

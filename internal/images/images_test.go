@@ -54,6 +54,11 @@ func TestKeyFollowsTheInputs(t *testing.T) {
 	k4, err := s.Key()
 	require.NoError(t, err)
 	require.NotEqual(t, k3, k4, "a changed config is a new image")
+
+	s.Ref = "example.com/other:2"
+	k5, err := s.Key()
+	require.NoError(t, err)
+	require.Equal(t, k4, k5, "the same image under another name is built once")
 }
 
 func TestBuildCachePushAndPullBack(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -149,6 +150,9 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.waitAPIServer(ctx); err != nil {
 		return nil, err
 	}
+	if err := c.WaitServiceAccount(ctx, "default", 3*time.Minute); err != nil {
+		return nil, err
+	}
 	if err := c.AddNodes(ctx, opts.Nodes...); err != nil {
 		return nil, err
 	}
@@ -212,6 +216,39 @@ func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(out.String()))
 	}
 	return nil
+}
+
+// WaitServiceAccount waits until namespace has its "default"
+// ServiceAccount, which kube-controller-manager creates and without which no
+// pod is admitted there. On a loaded machine kube-controller-manager can
+// exit at startup (it gives kube-apiserver about 20 s to report etcd
+// healthy, and exits for good), and kwokctl does not restart it: then no
+// namespace ever gets its ServiceAccount. So every 30 s without it,
+// `kwokctl start cluster` starts the components that are not running; it
+// leaves the running ones alone.
+func (c *Cluster) WaitServiceAccount(ctx context.Context, namespace string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	restart := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default"}, &corev1.ServiceAccount{})
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(restart) {
+			fmt.Fprintf(c.opts.Log, "No ServiceAccount %s/default yet: starting the cluster's components that are not running\n", namespace)
+			if err := c.kwokctl(ctx, "start", "cluster", "--name", c.opts.Name); err != nil {
+				fmt.Fprintf(c.opts.Log, "kwokctl start cluster: %v\n", err)
+			}
+			restart = time.Now().Add(30 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for ServiceAccount %s/default (kube-controller-manager creates it; its log: %s): %w (last error: %v)",
+				namespace, filepath.Join(c.LogsDir(), "kube-controller-manager.log"), ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Cluster) waitAPIServer(ctx context.Context) error {

@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap/zapcore"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 )
 
 // Options are the manager's command-line settings.
@@ -58,6 +60,9 @@ type Options struct {
 	PrometheusURL string
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
+	// PlacementTimeout is the placementTimeout of TrainingJobs that set
+	// none (spec.scheduling.placementTimeout); 0 means never.
+	PlacementTimeout time.Duration
 	// DialLoopbackOnly keeps the manager's own outbound connections
 	// (progress scrapes, MLflow, Prometheus) on 127.0.0.0/8: the local
 	// cluster's rule (internal/netguard).
@@ -85,6 +90,7 @@ func NewOptions() *Options {
 		GPUNodeSelector:         map[string]string{},
 		DefaultImages:           DefaultFrameworkImages(),
 		SyncPeriod:              10 * time.Hour,
+		PlacementTimeout:        trainingjob.DefaultPlacementTimeout,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
 	}
 }
@@ -148,6 +154,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
+	fs.DurationVar(&o.PlacementTimeout, "placement-timeout", o.PlacementTimeout,
+		"How long a TrainingJob's ranks may stay unschedulable, without a gang scheduler, before the whole gang is released and retried, for jobs that set no spec.scheduling.placementTimeout; 0 means never (10s..24h otherwise).")
 	fs.BoolVar(&o.DialLoopbackOnly, "dial-loopback-only", o.DialLoopbackOnly,
 		"Refuse every outbound connection of the manager's own (progress scrapes, MLflow, Prometheus) outside 127.0.0.0/8, before any DNS lookup. The local cluster sets it.")
 	o.zap.BindFlags(fs)

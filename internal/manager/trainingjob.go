@@ -2,10 +2,12 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
@@ -14,6 +16,9 @@ import (
 
 // setupTrainingJob registers the TrainingJob controller.
 func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
+	if d := opts.PlacementTimeout; d != 0 && (d < mlv1.MinPlacementTimeout || d > mlv1.MaxPlacementTimeout) {
+		return fmt.Errorf("--placement-timeout %s: must be 0 (never) or between %s and %s", d, mlv1.MinPlacementTimeout, mlv1.MaxPlacementTimeout)
+	}
 	scraper := progress.NewHTTPScraper()
 	scraper.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, false)
 	tracking := mlflow.NewHTTPClient()
@@ -24,5 +29,6 @@ func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Scraper:                 scraper,
 		MLflow:                  tracking,
+		PlacementTimeout:        opts.PlacementTimeout,
 	})
 }

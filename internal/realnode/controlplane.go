@@ -65,6 +65,10 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 	if n.Kubeconfig, err = p.kubeconfig("admin", n.APIServer); err != nil {
 		return err
 	}
+	policy, err := writeAuditPolicy(w)
+	if err != nil {
+		return err
+	}
 	n.logf("Starting kube-apiserver on %s", n.APIServer)
 	apiserver, err := n.start("kube-apiserver", "kube-apiserver", []string{
 		"--etcd-servers=" + etcdURL,
@@ -90,6 +94,11 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--event-ttl=30m",
+		// Every call of the operator's service account, for the check that
+		// the RBAC it ships covers what it does (test/e2ereal).
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + n.AuditLog(),
+		"--audit-log-format=json",
 	})
 	if err != nil {
 		return err

@@ -2,7 +2,16 @@ package bench
 
 import (
 	"math"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/ml-operator/ml-operator/internal/localcluster"
+	"github.com/ml-operator/ml-operator/internal/manifests"
 )
 
 func TestSummarizeMedianSpreadAndP99(t *testing.T) {
@@ -133,5 +142,49 @@ func TestPhaseIsTheDifferenceOfTwoSnapshots(t *testing.T) {
 	}
 	if _, err := empty.MarshalJSON(); err != nil {
 		t.Errorf("a phase without calls does not marshal: %v", err)
+	}
+}
+
+func TestNoopTwinsCopyOurWebhooksRules(t *testing.T) {
+	objs, err := manifests.Read(filepath.Join("..", "..", localcluster.WebhookManifests))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := []string{"mtrainingjob.ml.example.com", "vtrainingjob.ml.example.com"}
+	w := localcluster.Webhook{Port: 4321, CABundle: []byte("ca")}
+	var all []string
+	for _, obj := range objs {
+		orig := obj.DeepCopy()
+		names, err := noopTwins(obj, w, ours)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, names...)
+		if !isNoop(obj.GetName()) {
+			t.Errorf("configuration %q is not named as a no-op's", obj.GetName())
+		}
+		twins, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+		hooks, _, _ := unstructured.NestedSlice(orig.Object, "webhooks")
+		for _, tw := range twins {
+			twin := tw.(map[string]any)
+			if url, _, _ := unstructured.NestedString(twin, "clientConfig", "url"); !strings.HasPrefix(url, "https://127.0.0.1:4321/") {
+				t.Errorf("twin %s calls %q, not the no-op server", twin["name"], url)
+			}
+			for _, h := range hooks {
+				hook := h.(map[string]any)
+				if NoopPrefix+hook["name"].(string) != twin["name"] {
+					continue
+				}
+				for _, field := range []string{"rules", "matchPolicy", "failurePolicy", "sideEffects", "timeoutSeconds", "matchConditions", "reinvocationPolicy"} {
+					if !reflect.DeepEqual(hook[field], twin[field]) {
+						t.Errorf("twin %s: %s = %v, ours %v", twin["name"], field, twin[field], hook[field])
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(all)
+	if want := []string{"noop-mtrainingjob.ml.example.com", "noop-vtrainingjob.ml.example.com"}; !slices.Equal(all, want) {
+		t.Errorf("twins = %v, want %v (only of the webhooks installed)", all, want)
 	}
 }

@@ -38,6 +38,8 @@ type Env struct {
 	MetricsURL string
 	// Webhooks lists the admission webhooks installed.
 	Webhooks []string
+	// NoopWebhooks lists their no-op twins (noop.go): admission's floor.
+	NoopWebhooks []string
 	// Nodes is the number of simulated nodes.
 	Nodes []localcluster.NodeSpec
 
@@ -161,6 +163,13 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	env.ManagerPID = mgr.PID()
 	env.MetricsURL = mgr.Endpoints.MetricsURL()
 	env.Webhooks = mgr.Webhooks
+	noop, stopNoop, err := startNoopWebhook(ctx, o, env.Client, mgr.Webhooks)
+	if err != nil {
+		return env, err
+	}
+	stops = append(stops, stopNoop)
+	env.NoopWebhooks = noop
+	fmt.Fprintf(o.Log, "No-op webhooks beside ours: %s\n", strings.Join(noop, ", "))
 	return env, nil
 }
 

@@ -23,9 +23,16 @@ type Phase struct {
 	// Admissions, APIServerP50Ms and APIServerP99Ms are from the apiserver's
 	// apiserver_admission_webhook_admission_duration_seconds (buckets 5 ms,
 	// 25 ms, 100 ms, 500 ms, 1 s, 2.5 s, 10 s, 25 s).
+	// They count our webhooks' calls only.
 	Admissions     int     `json:"admissions"`
 	APIServerP50Ms float64 `json:"apiserverP50Ms"`
 	APIServerP99Ms float64 `json:"apiserverP99Ms"`
+	// NoopAdmissions, NoopP50Ms and NoopP99Ms are the same histogram's for
+	// the no-op twins of our webhooks (noop.go): admission's floor, for the
+	// same requests under the same load.
+	NoopAdmissions int     `json:"noopAdmissions"`
+	NoopP50Ms      float64 `json:"noopP50Ms"`
+	NoopP99Ms      float64 `json:"noopP99Ms"`
 	// ServerCalls, ServerP50Ms and ServerP99Ms are from the manager's
 	// controller_runtime_webhook_latency_seconds: the time its webhook
 	// handlers took, conversion included (buckets are decades: 1 ms,
@@ -54,7 +61,7 @@ type Phase struct {
 // phaseSnapshot is the counters a Phase is the difference of.
 type phaseSnapshot struct {
 	at                       time.Time
-	admission, server        histogram
+	admission, noop, server  histogram
 	serverByPath             map[string]float64
 	queueWait, reconcile     histogram
 	managerCPU, apiserverCPU float64
@@ -71,7 +78,8 @@ func (e *Env) snapshot(ctx context.Context) (phaseSnapshot, error) {
 	}
 	return phaseSnapshot{
 		at:           time.Now(),
-		admission:    sumHistogram(api, "apiserver_admission_webhook_admission_duration_seconds", nil),
+		admission:    sumHistogram(api, admissionHistogram, ours),
+		noop:         sumHistogram(api, admissionHistogram, noops),
 		server:       sumHistogram(mgr, "controller_runtime_webhook_latency_seconds", nil),
 		serverByPath: countsBy(mgr, "controller_runtime_webhook_latency_seconds", "webhook"),
 		queueWait:    sumHistogram(mgr, "workqueue_queue_duration_seconds", trainingJobQueue),
@@ -84,6 +92,7 @@ func (e *Env) snapshot(ctx context.Context) (phaseSnapshot, error) {
 // phase is what happened between two snapshots.
 func phase(name string, before, after phaseSnapshot) Phase {
 	adm := after.admission.minus(before.admission)
+	noop := after.noop.minus(before.noop)
 	srv := after.server.minus(before.server)
 	byPath := map[string]int{}
 	for path, n := range after.serverByPath {
@@ -105,6 +114,9 @@ func phase(name string, before, after phaseSnapshot) Phase {
 		Admissions:          int(adm.total),
 		APIServerP50Ms:      adm.quantile(0.5) * 1000,
 		APIServerP99Ms:      adm.quantile(0.99) * 1000,
+		NoopAdmissions:      int(noop.total),
+		NoopP50Ms:           noop.quantile(0.5) * 1000,
+		NoopP99Ms:           noop.quantile(0.99) * 1000,
 		ServerCalls:         int(srv.total),
 		ServerP50Ms:         srv.quantile(0.5) * 1000,
 		ServerP99Ms:         srv.quantile(0.99) * 1000,
@@ -118,7 +130,7 @@ func phase(name string, before, after phaseSnapshot) Phase {
 func (p Phase) MarshalJSON() ([]byte, error) {
 	type plain Phase
 	out := map[string]any{}
-	raw, err := json.Marshal(plain{Name: p.Name, Seconds: p.Seconds, Admissions: p.Admissions, ServerCalls: p.ServerCalls, ServerCallsByPath: p.ServerCallsByPath, Reconciles: p.Reconciles,
+	raw, err := json.Marshal(plain{Name: p.Name, Seconds: p.Seconds, Admissions: p.Admissions, NoopAdmissions: p.NoopAdmissions, ServerCalls: p.ServerCalls, ServerCallsByPath: p.ServerCallsByPath, Reconciles: p.Reconciles,
 		ManagerCPUSeconds: p.ManagerCPUSeconds, APIServerCPUSeconds: p.APIServerCPUSeconds, LoadAverage: p.LoadAverage})
 	if err != nil {
 		return nil, err
@@ -126,7 +138,7 @@ func (p Phase) MarshalJSON() ([]byte, error) {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return nil, err
 	}
-	for k, v := range map[string]float64{"apiserverP50Ms": p.APIServerP50Ms, "apiserverP99Ms": p.APIServerP99Ms,
+	for k, v := range map[string]float64{"apiserverP50Ms": p.APIServerP50Ms, "apiserverP99Ms": p.APIServerP99Ms, "noopP50Ms": p.NoopP50Ms, "noopP99Ms": p.NoopP99Ms,
 		"serverP50Ms": p.ServerP50Ms, "serverP99Ms": p.ServerP99Ms, "queueWaitP50Ms": p.QueueWaitP50Ms, "queueWaitP99Ms": p.QueueWaitP99Ms,
 		"reconcileP50Ms": p.ReconcileP50Ms, "reconcileP99Ms": p.ReconcileP99Ms} {
 		if math.IsNaN(v) {
@@ -182,6 +194,15 @@ func countsBy(mf map[string]*dto.MetricFamily, name, labelName string) map[strin
 	}
 	return out
 }
+
+// admissionHistogram is the API server's time per admission webhook call,
+// labelled by webhook name (buckets 5 ms, 25 ms, 100 ms, 500 ms, 1 s, 2.5 s,
+// 10 s, 25 s).
+const admissionHistogram = "apiserver_admission_webhook_admission_duration_seconds"
+
+// ours and noops keep the series of our webhooks and of their no-op twins.
+func ours(m *dto.Metric) bool  { return !isNoop(label(m, "name")) }
+func noops(m *dto.Metric) bool { return isNoop(label(m, "name")) }
 
 // trainingJobQueue keeps the series of the TrainingJob controller (label
 // "name" on workqueue metrics, "controller" on reconcile metrics).

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Result is everything one run measured: raw samples plus the machine.
@@ -24,14 +26,20 @@ type Result struct {
 	Machine  Machine   `json:"machine"`
 	Nodes    int       `json:"nodes"`
 	Webhooks []string  `json:"webhooks"`
+	// NoopWebhooks are the no-op twins of Webhooks (test/bench/noop.go).
+	NoopWebhooks []string `json:"noopWebhooks,omitempty"`
 
-	Baseline []BaselineRun  `json:"baseline,omitempty"`
-	Burst    []BurstRun     `json:"burst,omitempty"`
-	Latency  *Latency       `json:"latency,omitempty"`
-	Webhook  WebhookLatency `json:"webhookAdmission"`
-	Cost     *Cost          `json:"apiCost,omitempty"`
-	Memory   []MemoryLevel  `json:"memory,omitempty"`
-	Restart  []RestartRun   `json:"restart,omitempty"`
+	Baseline []BaselineRun `json:"baseline,omitempty"`
+	Burst    []BurstRun    `json:"burst,omitempty"`
+	Latency  *Latency      `json:"latency,omitempty"`
+	// Webhook is our admission webhooks' calls, NoopWebhook their no-op
+	// twins' (the floor), WebhookByName each webhook's.
+	Webhook       WebhookLatency            `json:"webhookAdmission"`
+	NoopWebhook   WebhookLatency            `json:"noopWebhookAdmission"`
+	WebhookByName map[string]WebhookLatency `json:"webhookAdmissionByName,omitempty"`
+	Cost          *Cost                     `json:"apiCost,omitempty"`
+	Memory        []MemoryLevel             `json:"memory,omitempty"`
+	Restart       []RestartRun              `json:"restart,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
 }
@@ -81,11 +89,45 @@ type Latency struct {
 }
 
 // WebhookLatency is from apiserver_admission_webhook_admission_duration_seconds
-// over the whole run (every admission webhook call, any operation).
+// over the whole run (every call of the webhooks it is about, any operation).
 type WebhookLatency struct {
 	Admissions int     `json:"admissions"`
 	P50Ms      float64 `json:"p50Ms"`
 	P99Ms      float64 `json:"p99Ms"`
+	// Buckets are the calls that took at most each bucket's upper bound
+	// (cumulative, as the histogram counts them): with buckets this coarse
+	// (5 ms, 25 ms, 100 ms, 500 ms, ...), the shares are what can be
+	// compared exactly; the quantiles are interpolations.
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is a histogram's cumulative count at an upper bound.
+type Bucket struct {
+	LeMs  float64 `json:"leMs"`
+	Calls int     `json:"calls"`
+}
+
+// webhookLatency is the admission histogram's series that keep passes,
+// after minus before.
+func webhookLatency(after, before map[string]*dto.MetricFamily, keep func(*dto.Metric) bool) WebhookLatency {
+	h := sumHistogram(after, admissionHistogram, keep).minus(sumHistogram(before, admissionHistogram, keep))
+	w := WebhookLatency{Admissions: int(h.total), P50Ms: h.quantile(0.5) * 1000, P99Ms: h.quantile(0.99) * 1000}
+	for i, b := range h.bounds {
+		if !math.IsInf(b, 1) {
+			w.Buckets = append(w.Buckets, Bucket{LeMs: b * 1000, Calls: int(h.counts[i])})
+		}
+	}
+	return w
+}
+
+// over is the share of calls above leMs (NaN without calls or that bucket).
+func (w WebhookLatency) over(leMs float64) float64 {
+	for _, b := range w.Buckets {
+		if b.LeMs == leMs && w.Admissions > 0 {
+			return 1 - float64(b.Calls)/float64(w.Admissions)
+		}
+	}
+	return math.NaN()
 }
 
 // Cost is the API requests per job lifecycle.
@@ -178,6 +220,7 @@ func (w WebhookLatency) MarshalJSON() ([]byte, error) {
 		Admissions int      `json:"admissions"`
 		P50Ms      *float64 `json:"p50Ms"`
 		P99Ms      *float64 `json:"p99Ms"`
+		Buckets    []Bucket `json:"buckets,omitempty"`
 	}
 	num := func(f float64) *float64 {
 		if math.IsNaN(f) {
@@ -185,7 +228,7 @@ func (w WebhookLatency) MarshalJSON() ([]byte, error) {
 		}
 		return &f
 	}
-	return json.Marshal(plain{w.Admissions, num(w.P50Ms), num(w.P99Ms)})
+	return json.Marshal(plain{w.Admissions, num(w.P50Ms), num(w.P99Ms), w.Buckets})
 }
 
 func spread(s Summary, unit string, digits int) string {
@@ -261,8 +304,13 @@ func (r *Result) PrintTable(w io.Writer) {
 		}
 	}
 	if r.Webhook.Admissions > 0 {
-		fmt.Fprintf(tw, "webhook admission (apiserver histogram)\tp50 / p99\t%.1f ms / %.1f ms (%d calls)\n",
-			r.Webhook.P50Ms, r.Webhook.P99Ms, r.Webhook.Admissions)
+		fmt.Fprintf(tw, "webhook admission (apiserver histogram, whole run)\tours: p50 / p99; calls over 100 ms\t%.1f ms / %.1f ms (%d calls); %.1f %%\n",
+			r.Webhook.P50Ms, r.Webhook.P99Ms, r.Webhook.Admissions, 100*r.Webhook.over(100))
+		if n := r.NoopWebhook; n.Admissions > 0 {
+			fmt.Fprintf(tw, "\tno-op twins (the floor): p50 / p99; calls over 100 ms\t%.1f ms / %.1f ms (%d calls); %.1f %%\n",
+				n.P50Ms, n.P99Ms, n.Admissions, 100*n.over(100))
+			fmt.Fprintf(tw, "\tours / no-op at p99\t%.2f\n", r.Webhook.P99Ms/n.P99Ms)
+		}
 	}
 	if k := r.Cost; k != nil {
 		fmt.Fprintf(tw, "API cost (%d jobs x %d ranks, create -> Completed)\toperator writes per pod\t%.2f\n", k.Jobs, k.Ranks, k.OperatorWritesPerPod)
@@ -297,8 +345,9 @@ func (r *Result) PrintTable(w io.Writer) {
 		if p.Admissions == 0 && p.ServerCalls == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "webhooks during %s (%.0f s, load %.1f)\tapiserver p50 / p99; handler p50 / p99\t%s / %s (%d calls); %s / %s (%d calls); CPU s manager %.1f, apiserver %.1f\n",
+		fmt.Fprintf(tw, "webhooks during %s (%.0f s, load %.1f)\tapiserver p50 / p99: ours; no-op; handler p50 / p99\t%s / %s (%d calls); %s / %s (%d calls); %s / %s (%d calls); CPU s manager %.1f, apiserver %.1f\n",
 			p.Name, p.Seconds, p.LoadAverage, msOrDash(p.APIServerP50Ms), msOrDash(p.APIServerP99Ms), p.Admissions,
+			msOrDash(p.NoopP50Ms), msOrDash(p.NoopP99Ms), p.NoopAdmissions,
 			msOrDash(p.ServerP50Ms), msOrDash(p.ServerP99Ms), p.ServerCalls, p.ManagerCPUSeconds, p.APIServerCPUSeconds)
 		fmt.Fprintf(tw, "\t  TrainingJob work queue: wait p50 / p99; reconcile p50 / p99\t%s / %s; %s / %s (%d passes)\n",
 			msOrDash(p.QueueWaitP50Ms), msOrDash(p.QueueWaitP99Ms), msOrDash(p.ReconcileP50Ms), msOrDash(p.ReconcileP99Ms), p.Reconciles)

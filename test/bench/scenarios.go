@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -93,7 +94,7 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	res := &Result{Config: cfg, Started: time.Now().UTC()}
 	res.Machine = describeMachine()
 	res.Nodes = len(env.Nodes)
-	res.Webhooks = env.Webhooks
+	res.Webhooks, res.NoopWebhooks = env.Webhooks, env.NoopWebhooks
 
 	before, err := env.APIServerMetrics(ctx)
 	if err != nil {
@@ -126,12 +127,11 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 	if err != nil {
 		return res, err
 	}
-	const name = "apiserver_admission_webhook_admission_duration_seconds"
-	h := sumHistogram(after, name, nil).minus(sumHistogram(before, name, nil))
-	res.Webhook = WebhookLatency{
-		Admissions: int(h.total),
-		P50Ms:      h.quantile(0.5) * 1000,
-		P99Ms:      h.quantile(0.99) * 1000,
+	res.Webhook = webhookLatency(after, before, ours)
+	res.NoopWebhook = webhookLatency(after, before, noops)
+	res.WebhookByName = map[string]WebhookLatency{}
+	for _, name := range append(slices.Clone(env.Webhooks), env.NoopWebhooks...) {
+		res.WebhookByName[name] = webhookLatency(after, before, func(m *dto.Metric) bool { return label(m, "name") == name })
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil
@@ -160,10 +160,7 @@ func (r *run) newNamespace(ctx context.Context, ns string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	_, err = waitUntil(ctx, time.Minute, "ServiceAccount "+ns+"/default", func() bool {
-		return r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil
-	})
-	return err
+	return r.env.Cluster.WaitServiceAccount(ctx, ns, 3*time.Minute)
 }
 
 // job builds a TrainingJob of ranks ranks without checkpoint storage.
@@ -198,7 +195,9 @@ func (r *run) createJobs(ctx context.Context, ns, prefix string, from, to, ranks
 // would take minutes at thousands of pods.
 func (r *run) cleanup(ctx context.Context, ns string) error {
 	c := r.env.Client
-	if err := c.DeleteAllOf(ctx, &mlv1.TrainingJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := retrying(ctx, func() error {
+		return c.DeleteAllOf(ctx, &mlv1.TrainingJob{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	}); err != nil {
 		return err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "TrainingJobs in "+ns+" gone", func() bool {
@@ -207,7 +206,9 @@ func (r *run) cleanup(ctx context.Context, ns string) error {
 	}); err != nil {
 		return err
 	}
-	if err := c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0)); err != nil {
+	if err := retrying(ctx, func() error {
+		return c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	}); err != nil {
 		return err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "worker pods in "+ns+" gone", func() bool { return r.tracker.Pods(ns) == 0 }); err != nil {
@@ -335,7 +336,9 @@ func (r *run) baseline(ctx context.Context, ns string, pods int) (BaselineRun, e
 		return BaselineRun{}, err
 	}
 	d := time.Since(start)
-	if err := r.env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+	if err := retrying(ctx, func() error {
+		return r.env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	}); err != nil {
 		return BaselineRun{}, err
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, "baseline pods gone", func() bool {

@@ -253,3 +253,22 @@ func waitUntil(ctx context.Context, timeout time.Duration, what string, cond fun
 		}
 	}
 }
+
+// retrying calls a cleanup request (a delete of a collection, which may be
+// repeated) up to 5 times, 2 s apart, until it succeeds: on a loaded
+// machine the API server may drop one (a stream reset, a timeout), and a
+// lost cleanup must not end a run.
+func retrying(ctx context.Context, f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return err
+}

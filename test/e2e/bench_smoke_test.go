@@ -4,10 +4,10 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ml-operator/ml-operator/test/bench"
@@ -46,7 +46,8 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("benchmark: %v", err)
 	}
-	res.PrintTable(io.Discard)
+	var table strings.Builder
+	res.PrintTable(&table)
 
 	if len(res.Burst) != 1 || len(res.Baseline) != 1 {
 		t.Fatalf("burst and baseline runs: got %d and %d, want 1 each", len(res.Burst), len(res.Baseline))
@@ -68,6 +69,15 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 	}
 	if len(res.Webhooks) > 0 && res.Webhook.Admissions == 0 {
 		t.Errorf("webhooks %v installed but the apiserver recorded no admission", res.Webhooks)
+	}
+	if len(res.Webhooks) > 0 && (len(res.NoopWebhooks) == 0 || res.NoopWebhook.Admissions == 0) {
+		t.Errorf("no-op twins %v of the webhooks %v recorded %d admissions, want some", res.NoopWebhooks, res.Webhooks, res.NoopWebhook.Admissions)
+	}
+	// The table shows admission's floor beside ours, whole run and per phase.
+	for _, want := range []string{"no-op twins (the floor)", "ours / no-op at p99", "apiserver p50 / p99: ours; no-op;"} {
+		if len(res.Webhooks) > 0 && !strings.Contains(table.String(), want) {
+			t.Errorf("the table has no %q line:\n%s", want, table.String())
+		}
 	}
 	if res.Cost == nil {
 		t.Fatal("no API cost measured")

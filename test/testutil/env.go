@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,6 +55,13 @@ type EnvOptions struct {
 	// DefaultImages replaces the webhooks' per-framework default images
 	// (manager.DefaultFrameworkImages() when nil).
 	DefaultImages map[string]string
+	// APIServerFlags are extra kube-apiserver flags, without the leading
+	// dashes: {"watch-cache": "false"}.
+	APIServerFlags map[string]string
+	// WrapWebhook, when set, wraps the handler of every webhook path the
+	// test process serves (EnvOptions.Webhooks): a suite can see each
+	// request the API server sends, /convert included.
+	WrapWebhook func(path string, h http.Handler) http.Handler
 }
 
 // StartEnv starts kube-apiserver and etcd from bin/ (or KUBEBUILDER_ASSETS)
@@ -71,6 +79,9 @@ func StartEnv(o EnvOptions) (*Env, error) {
 		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, o.ExtraCRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+	}
+	for flag, value := range o.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
 	}
 	if o.Webhooks {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
@@ -98,7 +109,7 @@ func StartEnv(o EnvOptions) (*Env, error) {
 		if images == nil {
 			images = manager.DefaultFrameworkImages()
 		}
-		if e.stopWebhooks, err = serveWebhooks(cfg, &env.WebhookInstallOptions, images); err != nil {
+		if e.stopWebhooks, err = serveWebhooks(cfg, &env.WebhookInstallOptions, images, o.WrapWebhook); err != nil {
 			_ = env.Stop()
 			return nil, err
 		}
@@ -108,13 +119,16 @@ func StartEnv(o EnvOptions) (*Env, error) {
 
 // serveWebhooks runs the project's webhooks where envtest told the API server
 // to find them, and returns once they answer TLS connections.
-func serveWebhooks(cfg *rest.Config, wo *envtest.WebhookInstallOptions, images map[string]string) (context.CancelFunc, error) {
+func serveWebhooks(cfg *rest.Config, wo *envtest.WebhookInstallOptions, images map[string]string, wrap func(string, http.Handler) http.Handler) (context.CancelFunc, error) {
 	opts := ManagerOptions()
 	opts.WebhookServer = webhook.NewServer(webhook.Options{
 		Host:    wo.LocalServingHost,
 		Port:    wo.LocalServingPort,
 		CertDir: wo.LocalServingCertDir,
 	})
+	if wrap != nil {
+		opts.WebhookServer = wrappingServer{Server: opts.WebhookServer, wrap: wrap}
+	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the webhook manager: %w", err)
@@ -139,6 +153,16 @@ func serveWebhooks(cfg *rest.Config, wo *envtest.WebhookInstallOptions, images m
 		}
 		time.Sleep(Interval)
 	}
+}
+
+// wrappingServer registers every webhook wrapped (EnvOptions.WrapWebhook).
+type wrappingServer struct {
+	webhook.Server
+	wrap func(path string, h http.Handler) http.Handler
+}
+
+func (s wrappingServer) Register(path string, h http.Handler) {
+	s.Server.Register(path, s.wrap(path, h))
 }
 
 // Stop stops the webhook server, if any, and the control plane.

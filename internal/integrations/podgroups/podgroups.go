@@ -43,7 +43,9 @@ type Gang struct {
 
 // Scheduler is a scheduler that admits a gang through a PodGroup object.
 type Scheduler struct {
-	gvk schema.GroupVersionKind
+	// flavour is "volcano" or "coscheduling".
+	flavour string
+	gvk     schema.GroupVersionKind
 	// podAnnotation / podLabel is how a pod names its PodGroup.
 	podAnnotation, podLabel string
 	// priorityClass: the PodGroup spec has a priorityClassName (Volcano's
@@ -55,6 +57,7 @@ var (
 	// Volcano: scheduling.volcano.sh/v1beta1 PodGroup; pods carry the
 	// scheduling.k8s.io/group-name annotation.
 	volcano = Scheduler{
+		flavour:       "volcano",
 		gvk:           schema.GroupVersionKind{Group: "scheduling.volcano.sh", Version: "v1beta1", Kind: "PodGroup"},
 		podAnnotation: "scheduling.k8s.io/group-name",
 		priorityClass: true,
@@ -62,6 +65,7 @@ var (
 	// scheduler-plugins coscheduling: scheduling.x-k8s.io/v1alpha1 PodGroup;
 	// pods carry the scheduling.x-k8s.io/pod-group label.
 	coscheduling = Scheduler{
+		flavour:  "coscheduling",
 		gvk:      schema.GroupVersionKind{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Kind: "PodGroup"},
 		podLabel: "scheduling.x-k8s.io/pod-group",
 	}
@@ -79,6 +83,9 @@ func SchedulerFor(schedulerName string) (Scheduler, bool) {
 	}
 	return Scheduler{}, false
 }
+
+// Flavour is which gang scheduler s is: "volcano" or "coscheduling".
+func (s Scheduler) Flavour() string { return s.flavour }
 
 // GroupVersionKind is the scheduler's PodGroup kind.
 func (s Scheduler) GroupVersionKind() schema.GroupVersionKind { return s.gvk }
@@ -156,6 +163,10 @@ type Ensurer interface {
 	// Scheduler.Join); it is false when there is no such scheduler or kind,
 	// and the pods are created without one.
 	Ensure(ctx context.Context, schedulerName string, g Gang) (s Scheduler, ok bool, err error)
+	// Installed reports whether schedulerName is a gang scheduler whose
+	// PodGroup kind the API server serves: then that scheduler places the
+	// gang all-or-nothing.
+	Installed(ctx context.Context, schedulerName string) (s Scheduler, ok bool, err error)
 }
 
 // Client is the Ensurer that writes PodGroups through the API server.
@@ -169,8 +180,9 @@ var _ Ensurer = &Client{}
 // which PodGroup kinds are installed.
 func NewClient(c client.Client) *Client { return &Client{client: c} }
 
-// Ensure implements Ensurer.
-func (c *Client) Ensure(ctx context.Context, schedulerName string, g Gang) (Scheduler, bool, error) {
+// Installed implements Ensurer. Only a gang scheduler's name costs a
+// discovery look-up (which the RESTMapper caches).
+func (c *Client) Installed(_ context.Context, schedulerName string) (Scheduler, bool, error) {
 	s, ok := SchedulerFor(schedulerName)
 	if !ok {
 		return Scheduler{}, false, nil
@@ -180,6 +192,15 @@ func (c *Client) Ensure(ctx context.Context, schedulerName string, g Gang) (Sche
 			return Scheduler{}, false, nil
 		}
 		return Scheduler{}, false, fmt.Errorf("discovering %s: %w", s.gvk.GroupKind(), err)
+	}
+	return s, true, nil
+}
+
+// Ensure implements Ensurer.
+func (c *Client) Ensure(ctx context.Context, schedulerName string, g Gang) (Scheduler, bool, error) {
+	s, ok, err := c.Installed(ctx, schedulerName)
+	if !ok || err != nil {
+		return Scheduler{}, false, err
 	}
 	want := s.desired(g)
 	if err := c.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {

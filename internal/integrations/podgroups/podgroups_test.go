@@ -157,3 +157,23 @@ func TestEnsureWithoutAGangScheduler(t *testing.T) {
 	}
 	assert.Empty(t, podGroups(t, c, volcano.gvk))
 }
+
+// Installed names the gang scheduler that places the gang only when its
+// PodGroup kind is served.
+func TestInstalled(t *testing.T) {
+	ctx := context.Background()
+	c := NewClient(fakeCluster(volcano.gvk))
+	s, ok, err := c.Installed(ctx, "volcano")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "volcano", s.Flavour())
+	for _, name := range []string{"", "default-scheduler", "coscheduling", "scheduler-plugins-scheduler"} {
+		_, ok, err := c.Installed(ctx, name)
+		require.NoError(t, err, name)
+		assert.False(t, ok, name)
+	}
+	s, ok, err = NewClient(fakeCluster(coscheduling.gvk)).Installed(ctx, "scheduler-plugins-scheduler")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "coscheduling", s.Flavour())
+}

@@ -6,15 +6,21 @@
 //	probe lookup NAME        resolve NAME; print the addresses (exit 1 when it fails)
 //	probe get URL            HTTP GET URL; print the body (exit 1 when it fails)
 //	probe dial HOST:PORT     TCP connect; print "connected" or the error (exit 1)
+//	probe files PORT DIR     serve the files of DIR over HTTP (a model store)
+//	probe predict URL N      N prediction POSTs to URL, each on a new connection
+//	                         (so kube-proxy picks an endpoint for each); print
+//	                         the answers counted by version, pod and code as JSON
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -50,6 +56,20 @@ func main() {
 		fail(err)
 		conn.Close()
 		fmt.Println("connected")
+	case "files":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe files PORT DIR"))
+		}
+		fail(http.ListenAndServe(":"+arg, http.FileServer(http.Dir(os.Args[3]))))
+	case "predict":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe predict URL N"))
+		}
+		n, err := strconv.Atoi(os.Args[3])
+		fail(err)
+		out, err := json.Marshal(predict(arg, n))
+		fail(err)
+		fmt.Println(string(out))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)
@@ -61,4 +81,38 @@ func fail(err error) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
+}
+
+// Counts are what `probe predict` prints.
+type Counts struct {
+	Versions map[string]int `json:"versions"`
+	Pods     map[string]int `json:"pods"`
+	Codes    map[string]int `json:"codes"`
+	Errors   []string       `json:"errors,omitempty"`
+}
+
+// predict sends n predictions to url, each on a connection of its own, and
+// counts the answers. Transport errors are listed (at most ten), not fatal.
+func predict(url string, n int) Counts {
+	c := Counts{Versions: map[string]int{}, Pods: map[string]int{}, Codes: map[string]int{}}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range n {
+		resp, err := client.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"instances":[[%d]]}`, i)))
+		if err != nil {
+			c.Codes["transport"]++
+			if len(c.Errors) < 10 {
+				c.Errors = append(c.Errors, err.Error())
+			}
+			continue
+		}
+		var body struct{ Version, Host string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		c.Codes[strconv.Itoa(resp.StatusCode)]++
+		if resp.StatusCode == http.StatusOK {
+			c.Versions[body.Version]++
+			c.Pods[body.Host]++
+		}
+	}
+	return c
 }

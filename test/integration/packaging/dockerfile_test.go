@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ml-operator/ml-operator/internal/realnode"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -16,8 +17,26 @@ import (
 // top-level directory holding a package of the manager, and the final stage
 // must be a distroless or scratch image running as a non-root user.
 func TestDockerfileCopiesEveryPackageTheManagerImports(t *testing.T) {
+	checkDockerfile(t, "Dockerfile", "./cmd")
+}
+
+// TestModelServerDockerfile: the same for `make
+// docker-build-model-server`, and its image runs as the user and entrypoint
+// the real node's copy of it has (internal/realnode.PushModelServer).
+func TestModelServerDockerfile(t *testing.T) {
+	dockerfile := checkDockerfile(t, "model-server.Dockerfile", "./cmd/model-server")
+	if !strings.Contains(dockerfile, "\nUSER "+realnode.ModelServerUser+"\n") {
+		t.Errorf("model-server.Dockerfile does not run as %s, the user of the real node's image", realnode.ModelServerUser)
+	}
+	if !strings.Contains(dockerfile, `ENTRYPOINT ["/model-server"]`) {
+		t.Error(`model-server.Dockerfile's entrypoint is not ["/model-server"], the real node's image's`)
+	}
+}
+
+func checkDockerfile(t *testing.T, file, mainPkg string) string {
+	t.Helper()
 	root := testutil.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	data, err := os.ReadFile(filepath.Join(root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +45,7 @@ func TestDockerfileCopiesEveryPackageTheManagerImports(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^COPY ([a-z0-9_-]+)/ `).FindAllStringSubmatch(dockerfile, -1) {
 		copied[m[1]] = true
 	}
-	cmd := exec.Command("go", "list", "-deps", "./cmd")
+	cmd := exec.Command("go", "list", "-deps", mainPkg)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -40,7 +59,7 @@ func TestDockerfileCopiesEveryPackageTheManagerImports(t *testing.T) {
 		}
 		top, _, _ := strings.Cut(rel, "/")
 		if !copied[top] {
-			t.Errorf("the manager imports %s, but the Dockerfile does not COPY %s/", pkg, top)
+			t.Errorf("%s imports %s, but %s does not COPY %s/", mainPkg, pkg, file, top)
 		}
 	}
 
@@ -53,7 +72,7 @@ func TestDockerfileCopiesEveryPackageTheManagerImports(t *testing.T) {
 		t.Errorf("final stage is %s, want distroless/static or scratch", final)
 	}
 	if !strings.Contains(dockerfile, "CGO_ENABLED=0") {
-		t.Error("the manager is not built static (CGO_ENABLED=0)")
+		t.Errorf("%s: %s is not built static (CGO_ENABLED=0)", file, mainPkg)
 	}
 	users := regexp.MustCompile(`(?m)^USER (\S+)`).FindAllStringSubmatch(dockerfile, -1)
 	if len(users) == 0 || strings.HasPrefix(users[len(users)-1][1], "0") || strings.HasPrefix(users[len(users)-1][1], "root") {
@@ -61,7 +80,8 @@ func TestDockerfileCopiesEveryPackageTheManagerImports(t *testing.T) {
 	}
 	for _, label := range []string{"org.opencontainers.image.title", "org.opencontainers.image.source", "org.opencontainers.image.version"} {
 		if !strings.Contains(dockerfile, label+"=") {
-			t.Errorf("Dockerfile has no %s label", label)
+			t.Errorf("%s has no %s label", file, label)
 		}
 	}
+	return dockerfile
 }

@@ -1,0 +1,41 @@
+package realnode
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/ml-operator/ml-operator/internal/images"
+)
+
+// ModelServerImage is the project's model server (./cmd/model-server) under
+// the name it ships with.
+const ModelServerImage = "ghcr.io/ml-operator/model-server:v0.2.0"
+
+// ModelServerUser is the numeric non-root user the model server image runs
+// as: a ModelDeployment's pods are "restricted" (runAsNonRoot), which needs
+// a number the kubelet can check.
+const ModelServerUser = "65532:65532"
+
+// PushModelServer builds ./cmd/model-server as a static binary and pushes
+// it under each of refs (ModelServerImage when none): tags of one build,
+// for a ModelDeployment whose versions name different images.
+func (n *Node) PushModelServer(ctx context.Context, refs ...string) error {
+	if len(refs) == 0 {
+		refs = []string{ModelServerImage}
+	}
+	bin := filepath.Join(n.opts.CacheDir, "bin", "model-server")
+	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd/model-server", bin); err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if err := n.PushImage(ctx, images.Spec{
+			Ref:        ref,
+			Files:      []images.File{{Source: bin, Path: "/model-server"}},
+			Entrypoint: []string{"/model-server"},
+			User:       ModelServerUser,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

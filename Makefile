@@ -4,6 +4,9 @@
 # downloaded from anywhere else. Run `make help` for the targets.
 
 VERSION ?= 0.2.0
+# The release VERSION replaces in its channels: the CSV's spec.replaces, as
+# in catalog/ml-operator/channels.yaml (empty for the first release).
+PREVIOUS_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/ml-operator/ml-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 MODEL_SERVER_IMG ?= ghcr.io/ml-operator/model-server:v$(VERSION)

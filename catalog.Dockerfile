@@ -1,6 +1,6 @@
 # The builder image is expected to contain
 # /bin/opm (with serve subcommand)
-FROM quay.io/operator-framework/opm:latest as builder
+FROM quay.io/operator-framework/opm:v1.60.0 as builder
 
 # Copy FBC root into image at /configs and pre-populate serve cache
 ADD catalog /configs

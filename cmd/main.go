@@ -4,6 +4,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,9 +13,13 @@ import (
 )
 
 func main() {
-	opts := manager.NewOptions()
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	// Every flag also reads its ML_OPERATOR_* environment form when the
+	// command line does not set it (internal/manager/env.go).
+	opts, err := manager.ParseArgs(flag.CommandLine, os.Args[1:], os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 
 	ctrl.SetLogger(opts.Logger())
 	if err := manager.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -219,6 +220,8 @@ func validateModelDeploymentSpec(name string, s *mlv1.ModelDeploymentSpec, spec 
 	}
 	errs = append(errs, validateServerConfig(s.Config, spec.Child("config"))...)
 
+	errs = append(errs, validateAnalysis(s.Rollout.Analysis, spec.Child("rollout", "analysis"))...)
+
 	timeout := s.EffectiveHealthTimeoutSeconds()
 	if interval := s.EffectiveIntervalSeconds(); timeout >= interval {
 		errs = append(errs, field.Invalid(spec.Child("healthCheck", "timeoutSeconds"), timeout, fmt.Sprintf(
@@ -274,4 +277,35 @@ func hasModelPathScheme(path string) bool {
 		}
 	}
 	return false
+}
+
+// analysisWindow is a Prometheus duration in whole seconds, minutes or hours.
+var analysisWindow = regexp.MustCompile(`^[1-9][0-9]*(s|m|h)$`)
+
+// validateAnalysis checks rollout.analysis: preset custom brings its own
+// request-rate query and at least one judging query, and the window is a
+// Prometheus duration. The CRD schema repeats both rules.
+func validateAnalysis(a *mlv1.AnalysisSpec, p *field.Path) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if a.Window != "" && !analysisWindow.MatchString(a.Window) {
+		errs = append(errs, field.Invalid(p.Child("window"), a.Window, "must be a duration such as 30s, 1m or 5m"))
+	}
+	if a.Preset != mlv1.AnalysisCustom {
+		return errs
+	}
+	q := a.Queries
+	if q == nil {
+		q = &mlv1.AnalysisQueries{}
+	}
+	qp := p.Child("queries")
+	if strings.TrimSpace(q.RequestRate) == "" {
+		errs = append(errs, field.Required(qp.Child("requestRate"), "preset custom needs a request-rate query"))
+	}
+	if strings.TrimSpace(q.ErrorRate) == "" && strings.TrimSpace(q.LatencyMs) == "" {
+		errs = append(errs, field.Required(qp, "preset custom needs queries.errorRate or queries.latencyMs"))
+	}
+	return errs
 }

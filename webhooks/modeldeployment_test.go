@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -68,4 +69,28 @@ func TestModelDeploymentDefaultingLeavesExplicitOutOfRangeValues(t *testing.T) {
 	assert.Equal(t, int32(30), unset.Spec.HealthCheck.IntervalSeconds)
 	assert.Equal(t, int32(3), unset.Spec.HealthCheck.FailureThreshold)
 	assert.Equal(t, int32(600), unset.Spec.Rollout.ProgressDeadlineSeconds)
+}
+
+// rollout.analysis: preset custom brings a request-rate query and one that
+// judges; the window is a Prometheus duration. Each error names the field.
+func TestValidateAnalysis(t *testing.T) {
+	p := field.NewPath("spec", "rollout", "analysis")
+	msgs := func(a *mlv1.AnalysisSpec) []string {
+		var out []string
+		for _, e := range validateAnalysis(a, p) {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	assert.Empty(t, msgs(nil))
+	assert.Empty(t, msgs(&mlv1.AnalysisSpec{Preset: mlv1.AnalysisTriton, Window: "5m"}))
+	assert.Empty(t, msgs(&mlv1.AnalysisSpec{Preset: mlv1.AnalysisCustom,
+		Queries: &mlv1.AnalysisQueries{RequestRate: "sum(rate(x[$window]))", LatencyMs: "vector(1)"}}))
+	assert.Equal(t, []string{
+		"spec.rollout.analysis.queries.requestRate: Required value: preset custom needs a request-rate query",
+		"spec.rollout.analysis.queries: Required value: preset custom needs queries.errorRate or queries.latencyMs",
+	}, msgs(&mlv1.AnalysisSpec{Preset: mlv1.AnalysisCustom}))
+	assert.Equal(t, []string{
+		`spec.rollout.analysis.window: Invalid value: "90": must be a duration such as 30s, 1m or 5m`,
+	}, msgs(&mlv1.AnalysisSpec{Window: "90"}))
 }

@@ -102,6 +102,13 @@ func TestValidateTrainingJobMessages(t *testing.T) {
 		want   []string
 	}{
 		{"valid", func(*mlv1.TrainingJob) {}, nil},
+		// torchrun, JAX, MLflow and xgboost read every variable of their
+		// prefix; the ones the operator does not set are the user's.
+		{"launcher options the operator does not set", func(j *mlv1.TrainingJob) {
+			j.Spec.Env = []corev1.EnvVar{{Name: "PET_REDIRECTS", Value: "3"}, {Name: "PET_TEE", Value: "3"},
+				{Name: "PET_MAX_RESTARTS", Value: "2"}, {Name: "JAX_PLATFORMS", Value: "cpu"},
+				{Name: "MLFLOW_TRACKING_TOKEN", Value: "t"}, {Name: "DMLC_INTERFACE", Value: "eth0"}}
+		}, nil},
 		{"several errors at once", func(j *mlv1.TrainingJob) {
 			j.Spec.GPUsPerWorker = ptr.To[int32](9)
 			j.Spec.Env = []corev1.EnvVar{{Name: "RANK", Value: "3"}, {Name: "PET_NNODES", Value: "1"}, {Name: "NCCL_DEBUG", Value: "INFO"}}

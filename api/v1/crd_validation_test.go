@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,6 +114,45 @@ func TestTrainingJobSchemaImmutability(t *testing.T) {
 	})
 }
 
+// Without the webhooks, the CRD's transition rules (oldSelf) still refuse
+// a new image, command, args or resources on a job that is running, and
+// allow them on a suspended one (then resumed in a later update).
+func TestTrainingJobSchemaOnlyWhileSuspended(t *testing.T) {
+	ctx := context.Background()
+	ns := testutil.Namespace(t, k8s)
+	cpu := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resourceMustParse(q)}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*mlv1.TrainingJob)
+		field  string
+	}{
+		{"image", func(j *mlv1.TrainingJob) { j.Spec.Image = "example.com/trainer:2" }, "image"},
+		{"image removed", func(j *mlv1.TrainingJob) { j.Spec.Image = "" }, "image"},
+		{"command", func(j *mlv1.TrainingJob) { j.Spec.Command = []string{"python", "train_v2.py"} }, "command"},
+		{"args", func(j *mlv1.TrainingJob) { j.Spec.Args = []string{"--lr=0.2"} }, "args"},
+		{"resources", func(j *mlv1.TrainingJob) { j.Spec.Resources = cpu("4") }, "resources"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := testutil.TrainingJob(fmt.Sprintf("running-%d", i), ns).Image("example.com/trainer:1").
+				Command("python", "train.py").Args("--lr=0.1").Resources(cpu("2")).Obj()
+			require.NoError(t, k8s.Create(ctx, job))
+			tc.mutate(job)
+			assert.Contains(t, invalidCauses(t, k8s.Update(ctx, job)),
+				"spec."+tc.field+": Invalid value: may only change while the job is suspended (spec.suspend: true)")
+
+			suspended := testutil.TrainingJob(fmt.Sprintf("suspended-%d", i), ns).Image("example.com/trainer:1").
+				Command("python", "train.py").Args("--lr=0.1").Resources(cpu("2")).Suspend(true).Obj()
+			require.NoError(t, k8s.Create(ctx, suspended))
+			tc.mutate(suspended)
+			suspended.Spec.Suspend = ptr.To(false) // tuned and resumed in one update: the stored suspend counts
+			require.NoError(t, k8s.Update(ctx, suspended))
+		})
+	}
+}
+
 func TestTrainingJobSchemaDefaults(t *testing.T) {
 	ctx := context.Background()
 	ns := testutil.Namespace(t, k8s)
@@ -175,6 +215,10 @@ func TestModelDeploymentSchemaRejects(t *testing.T) {
 			`spec.framework: Unsupported value: "caffe": supported values: "tensorflow", "pytorch", "sklearn", "onnx", "xgboost", "custom"`},
 		{"unknown router", md("router").Version("a", 100, "").Router("linkerd").Obj(),
 			`spec.traffic.router: Unsupported value: "linkerd": supported values: "auto", "gatewayapi", "istio", "service"`},
+		{"custom analysis without its queries", md("custom").Version("a", 100, "").AnalysisPreset(mlv1.AnalysisCustom).Obj(),
+			`spec.rollout.analysis.queries: Invalid value: preset custom needs queries.requestRate and queries.errorRate or queries.latencyMs`},
+		{"unknown analysis preset", md("preset").Version("a", 100, "").AnalysisPreset("seldon").Obj(),
+			`spec.rollout.analysis.preset: Unsupported value: "seldon": supported values: "auto", "generic", "mlserver", "torchserve", "triton", "kserve", "custom"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

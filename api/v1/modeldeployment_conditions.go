@@ -11,6 +11,9 @@ const (
 	ModelDeploymentScaled      = "Scaled"
 	ModelDeploymentProgressing = "Progressing"
 	ModelDeploymentRolledBack  = "RolledBack"
+	// ModelDeploymentTrafficRouted says whether the router in use splits
+	// traffic by the versions' weights.
+	ModelDeploymentTrafficRouted = "TrafficRouted"
 )
 
 // Reasons of the Ready condition.
@@ -23,7 +26,11 @@ const (
 
 // Reasons of the Healthy condition (besides the failure reasons below).
 const (
-	// ReasonHealthy: every version has at least 80% of its replicas Ready.
+	// ReasonHealthy: every rolled-out version has at least 80% of its
+	// replicas Ready (versions not Ready yet are named, not judged).
+	// Healthy=False also has ReasonFailedCreate and
+	// ReasonContainerCannotStart: a version's pods cannot be created or
+	// started.
 	ReasonHealthy = "Healthy"
 	// ReasonDegraded: a version has fewer than 80% of its replicas Ready.
 	ReasonDegraded = "Degraded"
@@ -47,12 +54,39 @@ const (
 	ReasonDraining = "Draining"
 	// ReasonRolloutFailed: a version of this generation was rolled back; a spec change retries it.
 	ReasonRolloutFailed = "RolloutFailed"
+	// Progressing=False also has ReasonFailedCreate (the API server
+	// refused a child, or the ReplicaSet's pods: quota, Pod Security, a
+	// webhook) and ReasonContainerCannotStart (the kubelet will not start
+	// a version's container, such as an image whose USER is a name under
+	// runAsNonRoot), each quoting the message; they are defined with the
+	// TrainingJob's reasons. A FailedCreate also gives a Warning event
+	// EventFailedCreate.
 )
 
 // Reasons of the RolledBack condition (besides the failure reasons below).
 const (
 	// ReasonNoRollback: no version is rolled back.
 	ReasonNoRollback = "NoRollback"
+)
+
+// Reasons of the TrafficRouted condition.
+const (
+	// ReasonWeightedRoutes: an HTTPRoute attached to a Gateway, or a
+	// VirtualService bound to a gateway or serving a mesh namespace, splits
+	// traffic by weight.
+	ReasonWeightedRoutes = "WeightedRoutes"
+	// ReasonReplicaCounts: router service; the weights are approximated by
+	// replica counts behind the stable Service.
+	ReasonReplicaCounts = "ReplicaCounts"
+	// ReasonNoGateway: router gatewayapi with no Gateway named; the HTTPRoute
+	// has no parentRefs and routes nothing.
+	ReasonNoGateway = "NoGateway"
+	// ReasonOutsideMesh: router istio with no gateway, in a namespace outside
+	// Istio's mesh; the VirtualService routes nothing for clients outside it.
+	ReasonOutsideMesh = "OutsideMesh"
+	// ReasonRouterNotInstalled: the named router's API is not served by the
+	// cluster; its objects are not written.
+	ReasonRouterNotInstalled = "RouterNotInstalled"
 )
 
 // Reasons a version's rollout fails. They appear in status.failedVersions,

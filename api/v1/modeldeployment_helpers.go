@@ -135,3 +135,20 @@ func (s *ModelDeploymentSpec) EffectivePort() int32 {
 func (s *ModelDeploymentSpec) RetainStorage() bool {
 	return s.Storage == nil || s.Storage.RetainOnDelete == nil || *s.Storage.RetainOnDelete
 }
+
+// EffectiveAnalysisPreset is rollout.analysis.preset, with auto (or unset)
+// resolved by the framework.
+func (s *ModelDeploymentSpec) EffectiveAnalysisPreset() AnalysisPreset {
+	if a := s.Rollout.Analysis; a != nil && a.Preset != "" && a.Preset != AnalysisAuto {
+		return a.Preset
+	}
+	return FrameworkAnalysisPreset(s.Framework)
+}
+
+// EffectiveAnalysisWindow is rollout.analysis.window, or 1m when unset.
+func (s *ModelDeploymentSpec) EffectiveAnalysisWindow() string {
+	if a := s.Rollout.Analysis; a != nil && a.Window != "" {
+		return a.Window
+	}
+	return DefaultAnalysisWindow
+}

@@ -27,7 +27,9 @@ type TrafficRouter string
 
 // Traffic routers.
 const (
-	// RouterAuto picks Gateway API if its CRDs exist, else Istio, else service.
+	// RouterAuto picks by what is configured: the Gateway API (or Istio) for a
+	// gateway named in the spec, the Gateway API for the manager's default
+	// Gateway, Istio for a namespace in its mesh, else service.
 	RouterAuto TrafficRouter = "auto"
 	// RouterGatewayAPI writes an HTTPRoute with weighted backendRefs.
 	RouterGatewayAPI TrafficRouter = "gatewayapi"
@@ -105,6 +107,20 @@ type ModelDeploymentSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Rollout RolloutSpec `json:"rollout,omitempty"`
+
+	// PodSecurityContext replaces the model server pods' default
+	// (runAsNonRoot, RuntimeDefault seccomp, and the user and groups the
+	// admin set with --pod-run-as-user and friends, none by default). An
+	// image whose USER is a name the kubelet cannot check against
+	// runAsNonRoot (TorchServe's model-server) needs runAsUser here.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// SecurityContext replaces the model server container's default
+	// (runAsNonRoot, no privilege escalation, every capability dropped,
+	// RuntimeDefault seccomp).
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelVersion is one version of the model.
@@ -217,14 +233,20 @@ type ModelStorageSpec struct {
 
 // TrafficSpec configures the router.
 type TrafficSpec struct {
-	// Router: auto (Gateway API if its CRDs exist, else Istio, else service),
-	// gatewayapi, istio or service.
+	// Router: auto, gatewayapi, istio or service. Auto picks a router that
+	// can split traffic with what is configured: for a gateway named here,
+	// the Gateway API when served (else Istio); else, for the manager's
+	// --default-gateway, the Gateway API; else Istio when the namespace is in
+	// its mesh (labeled istio-injection=enabled or istio.io/rev, or the
+	// manager runs with --istio-mesh); else service (replica counts). The
+	// TrafficRouted condition says whether the router in use splits traffic.
 	// +kubebuilder:default=auto
 	// +optional
 	Router TrafficRouter `json:"router,omitempty"`
 
-	// Gateway is the Gateway the HTTPRoute attaches to (gatewayapi), or the
-	// Istio gateway (namespace/name) the VirtualService binds (istio).
+	// Gateway is the Gateway the HTTPRoute attaches to (gatewayapi; the
+	// manager's --default-gateway when unset), or the Istio gateway
+	// (namespace/name) the VirtualService binds (istio).
 	// +optional
 	Gateway *GatewayReference `json:"gateway,omitempty"`
 
@@ -273,6 +295,104 @@ type RolloutSpec struct {
 	// +kubebuilder:default=600
 	// +optional
 	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// Analysis chooses the Prometheus queries that measure a version's
+	// request rate, error rate and latency against maxErrorRate and
+	// maxLatencyMs: a preset for the model server's own metric names, or
+	// queries of your own.
+	// +optional
+	Analysis *AnalysisSpec `json:"analysis,omitempty"`
+}
+
+// AnalysisPreset names the metric names a model server exports.
+// +kubebuilder:validation:Enum=auto;generic;mlserver;torchserve;triton;kserve;custom
+type AnalysisPreset string
+
+// Analysis presets.
+const (
+	// AnalysisAuto picks the preset by spec.framework (FrameworkAnalysisPreset).
+	AnalysisAuto AnalysisPreset = "auto"
+	// AnalysisGeneric: http_requests_total{code} and the
+	// http_request_duration_seconds histogram, the conventional HTTP metrics
+	// (and the project's own contract for model servers).
+	AnalysisGeneric AnalysisPreset = "generic"
+	// AnalysisMLServer: Seldon MLServer's model_infer_request_success/failure
+	// counters and its REST server's request duration histogram.
+	AnalysisMLServer AnalysisPreset = "mlserver"
+	// AnalysisTorchServe: TorchServe's ts_inference_requests_total,
+	// ts_inference_latency_microseconds and Requests2XX/4XX/5XX.
+	AnalysisTorchServe AnalysisPreset = "torchserve"
+	// AnalysisTriton: Triton's nv_inference_request_success/failure and
+	// nv_inference_request_duration_us.
+	AnalysisTriton AnalysisPreset = "triton"
+	// AnalysisKServe: KServe's Python runtimes (sklearnserver, xgbserver,
+	// lgbserver, huggingfaceserver, ...): the request_*_seconds histograms.
+	// They count no errors, so only latency is judged.
+	AnalysisKServe AnalysisPreset = "kserve"
+	// AnalysisCustom: the queries in rollout.analysis.queries only.
+	AnalysisCustom AnalysisPreset = "custom"
+)
+
+// AnalysisSpec selects the queries that judge a version.
+// +kubebuilder:validation:XValidation:rule="!has(self.preset) || self.preset != 'custom' || (has(self.queries) && has(self.queries.requestRate) && (has(self.queries.errorRate) || has(self.queries.latencyMs)))",message="preset custom needs queries.requestRate and queries.errorRate or queries.latencyMs",fieldPath=".queries"
+type AnalysisSpec struct {
+	// Preset is the model server's metric names: auto picks by
+	// spec.framework (pytorch: torchserve; sklearn, xgboost: mlserver;
+	// tensorflow, onnx: triton; custom: generic).
+	// +kubebuilder:default=auto
+	// +optional
+	Preset AnalysisPreset `json:"preset,omitempty"`
+
+	// Queries replace the preset's queries one by one; preset custom uses
+	// only these. Each is PromQL in which $namespace, $pods (a regex of the
+	// version's pod names) and $window are replaced before it is sent.
+	// +optional
+	Queries *AnalysisQueries `json:"queries,omitempty"`
+
+	// Window is the range of the rates in every query (a Prometheus
+	// duration: 30s, 1m, 5m).
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]*(s|m|h)$`
+	// +optional
+	Window string `json:"window,omitempty"`
+}
+
+// AnalysisQueries are PromQL queries for one version.
+type AnalysisQueries struct {
+	// RequestRate answers the version's requests per second. A version
+	// without traffic is not judged.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	RequestRate string `json:"requestRate,omitempty"`
+	// ErrorRate answers the share (0..1) of failed requests, compared with
+	// maxErrorRate.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	ErrorRate string `json:"errorRate,omitempty"`
+	// LatencyMs answers the average latency in milliseconds, compared with
+	// maxLatencyMs.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	LatencyMs string `json:"latencyMs,omitempty"`
+}
+
+// DefaultAnalysisWindow is the rate window when rollout.analysis.window is unset.
+const DefaultAnalysisWindow = "1m"
+
+// FrameworkAnalysisPreset is the preset auto picks for a framework: the
+// server that commonly serves it (TorchServe for PyTorch; MLServer for
+// scikit-learn and XGBoost; Triton for TensorFlow and ONNX); generic for
+// custom servers.
+func FrameworkAnalysisPreset(f ModelFramework) AnalysisPreset {
+	switch f {
+	case ModelFrameworkPyTorch:
+		return AnalysisTorchServe
+	case ModelFrameworkSKLearn, ModelFrameworkXGBoost:
+		return AnalysisMLServer
+	case ModelFrameworkTensorFlow, ModelFrameworkONNX:
+		return AnalysisTriton
+	}
+	return AnalysisGeneric
 }
 
 // ModelDeploymentPhase is the summary state of a ModelDeployment.
@@ -293,7 +413,7 @@ type ModelDeploymentStatus struct {
 	// +optional
 	Phase ModelDeploymentPhase `json:"phase,omitempty"`
 
-	// Conditions: Ready, Healthy, Scaled, Progressing, RolledBack.
+	// Conditions: Ready, Healthy, Scaled, Progressing, RolledBack, TrafficRouted.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

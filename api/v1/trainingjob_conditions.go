@@ -25,6 +25,11 @@ const (
 const (
 	// ReasonResourcesCreated: the Service, ConfigMap and checkpoint PVC exist.
 	ReasonResourcesCreated = "ResourcesCreated"
+	// ReasonFailedCreate (Created=False, or Running=False for pods): the
+	// API server refused to create a child (quota, Pod Security, another
+	// admission webhook, an invalid volume, a missing ServiceAccount); the
+	// message quotes it. Retried every backoffBase.
+	ReasonFailedCreate = "FailedCreate"
 )
 
 // Reasons of the Running condition (besides Restarting, while the gang
@@ -35,6 +40,11 @@ const (
 	// ReasonUnschedulable: a rank's pod cannot be scheduled (the scheduler's
 	// message, e.g. the resource that is short, is in the condition).
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonContainerCannotStart: a rank's container waits on something
+	// the kubelet cannot get past by itself (CreateContainerConfigError,
+	// such as a root image under runAsNonRoot; an image that cannot be
+	// pulled); the message is the kubelet's.
+	ReasonContainerCannotStart = "ContainerCannotStart"
 	// ReasonAllWorkersRunning: every rank is running.
 	ReasonAllWorkersRunning = "AllWorkersRunning"
 	// ReasonJobFinished: Running (and Restarting) is False because the job finished.
@@ -117,6 +127,9 @@ const (
 const (
 	// EventCreated: the job's (or ModelDeployment's) children were created.
 	EventCreated = "Created"
+	// EventFailedCreate (Warning): the API server refused to create a
+	// child; the note quotes it, as the Job controller's FailedCreate does.
+	EventFailedCreate = "FailedCreate"
 	// EventWorkersCreated: a pass created pods of the gang.
 	EventWorkersCreated = "WorkersCreated"
 	// EventForceDeleted: pods stuck terminating on lost nodes were force-deleted.

@@ -73,6 +73,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.dataset) == has(oldSelf.dataset) && (!has(self.dataset) || self.dataset == oldSelf.dataset)",message="dataset is immutable",fieldPath=".dataset"
 // +kubebuilder:validation:XValidation:rule="has(self.gpuResourceName) == has(oldSelf.gpuResourceName) && (!has(self.gpuResourceName) || self.gpuResourceName == oldSelf.gpuResourceName)",message="gpuResourceName is immutable",fieldPath=".gpuResourceName"
 // +kubebuilder:validation:XValidation:rule="!has(self.parameterServers) || self.parameterServers == 0 || self.framework == 'tensorflow'",message="parameterServers is only supported with framework tensorflow",fieldPath=".parameterServers"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.image) == has(oldSelf.image) && (!has(self.image) || self.image == oldSelf.image))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".image"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".command"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".args"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".resources"
 type TrainingJobSpec struct {
 	// Framework decides which distributed-training environment is injected:
 	// torchrun (PET_*) for pytorch, TF_CONFIG for tensorflow, DMLC_* for xgboost,
@@ -96,8 +100,10 @@ type TrainingJobSpec struct {
 	Args []string `json:"args,omitempty"`
 
 	// Env is extra environment for every worker. Names the operator injects
-	// (MASTER_ADDR, RANK, WORLD_SIZE, PET_*, TF_CONFIG, ...) are reserved and
-	// rejected. Mutable only while suspended.
+	// (MASTER_ADDR, RANK, WORLD_SIZE, PET_NNODES, TF_CONFIG, HYPERPARAM_*,
+	// CHECKPOINT_*, ...) are reserved and rejected; the launchers' other
+	// options (PET_REDIRECTS, JAX_PLATFORMS, MLFLOW_TRACKING_TOKEN, ...) may
+	// be set. Mutable only while suspended.
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
@@ -200,7 +206,7 @@ type TrainingJobSpec struct {
 	RunPolicy RunPolicy `json:"runPolicy,omitempty"`
 
 	// Scheduling places the workers. GPU jobs always get a toleration for the
-	// GPU taint. Mutable only while suspended.
+	// GPU taint. Mutable only while suspended, except placementTimeout.
 	// +optional
 	Scheduling SchedulingSpec `json:"scheduling,omitempty"`
 

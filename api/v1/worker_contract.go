@@ -32,21 +32,32 @@ const (
 	EnvTorchNCCLAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
 )
 
-// Prefixes of the variable families the operator sets: every name with one
-// of them is the operator's.
+// Prefixes of the variables the launchers and libraries read: each reads
+// every name with its prefix (torchrun each of its flags as PET_<FLAG>, JAX
+// each of its options as JAX_<OPTION>, MLflow its client settings such as
+// MLFLOW_TRACKING_TOKEN, xgboost's tracker DMLC_*). The operator sets a few
+// of each, which are reserved by name (ReservedEnvNames); the others
+// (PET_REDIRECTS, PET_TEE, PET_MAX_RESTARTS, JAX_PLATFORMS,
+// MLFLOW_TRACKING_TOKEN, DMLC_INTERFACE, ...) stay the user's to set in
+// spec.env.
 const (
-	// EnvPrefixTorchrun is torchrun's PET_* (its command-line flags).
+	// EnvPrefixTorchrun is torchrun's PET_*.
 	EnvPrefixTorchrun = "PET_"
+	// EnvPrefixXGBoost is xgboost's DMLC_* tracker settings.
+	EnvPrefixXGBoost = "DMLC_"
+	// EnvPrefixJAX is JAX's options.
+	EnvPrefixJAX = "JAX_"
+	// EnvPrefixMLflow is MLflow's client settings.
+	EnvPrefixMLflow = "MLFLOW_"
+)
+
+// Prefixes of the variable families that are the operator's own: every
+// name with one of them is the operator's.
+const (
 	// EnvPrefixHyperparameter is HYPERPARAM_<KEY>, one per hyperparameter.
 	EnvPrefixHyperparameter = "HYPERPARAM_"
 	// EnvPrefixCheckpoint is the checkpoint settings.
 	EnvPrefixCheckpoint = "CHECKPOINT_"
-	// EnvPrefixXGBoost is xgboost's DMLC_* tracker settings.
-	EnvPrefixXGBoost = "DMLC_"
-	// EnvPrefixJAX is jax.distributed's settings.
-	EnvPrefixJAX = "JAX_"
-	// EnvPrefixMLflow is MLflow's tracking settings.
-	EnvPrefixMLflow = "MLFLOW_"
 )
 
 // The members of the families.
@@ -77,6 +88,11 @@ const (
 // not reserved (docs/admission.md).
 const EnvNCCLDebug = "NCCL_DEBUG"
 
+// EnvHome points at a writable emptyDir (the admin's --pod-home, default
+// /home/ml-operator) so caches work whatever UID the pod runs as; spec.env
+// may point it elsewhere.
+const EnvHome = "HOME"
+
 // ReservedEnvNames are the variables the operator sets by exact name; a
 // TrainingJob may not set them in spec.env.
 var ReservedEnvNames = []string{
@@ -84,18 +100,21 @@ var ReservedEnvNames = []string{
 	EnvNumWorkers, EnvGPUsPerWorker, EnvModel, EnvDataset, EnvResumeFromCheckpoint,
 	EnvPodName, EnvPodIP, EnvPythonUnbuffered, EnvTFConfig,
 	EnvNCCLAsyncErrorHandling, EnvTorchNCCLAsyncErrorHandling,
+	EnvPETNNodes, EnvPETNProcPerNode, EnvPETNodeRank, EnvPETMasterAddr, EnvPETMasterPort,
+	EnvDMLCTrackerURI, EnvDMLCTrackerPort, EnvDMLCTaskID, EnvDMLCNumWorker,
+	EnvJAXCoordinatorAddress, EnvJAXNumProcesses, EnvJAXProcessID,
+	EnvMLflowTrackingURI, EnvMLflowExperimentName, EnvMLflowRunName,
 }
 
-// ReservedEnvPrefixes are the prefixes of the variable families the operator
-// sets: torchrun's PET_*, hyperparameters, checkpoint settings, xgboost's
-// DMLC_*, JAX_* and MLFLOW_*.
-var ReservedEnvPrefixes = []string{
-	EnvPrefixTorchrun, EnvPrefixHyperparameter, EnvPrefixCheckpoint, EnvPrefixXGBoost, EnvPrefixJAX, EnvPrefixMLflow,
-}
+// ReservedEnvPrefixes are the prefixes of the operator's own variable
+// families: hyperparameters and checkpoint settings. The launchers'
+// prefixes (PET_, JAX_, MLFLOW_, DMLC_) are not reserved: only the names of
+// them the operator sets are (ReservedEnvNames).
+var ReservedEnvPrefixes = []string{EnvPrefixHyperparameter, EnvPrefixCheckpoint}
 
 // OverridableEnvNames are the variables the operator sets as defaults that
 // spec.env may override (it comes after them).
-var OverridableEnvNames = []string{EnvNCCLDebug}
+var OverridableEnvNames = []string{EnvNCCLDebug, EnvHome}
 
 // IsReservedEnvName reports whether the operator sets the variable name, so
 // spec.env may not.

@@ -81,8 +81,17 @@ func TestReservedEnvNames(t *testing.T) {
 		assert.True(t, mlv1.IsReservedEnvName(name), name)
 	}
 	assert.Equal(t, "HYPERPARAM_LEARNINGRATE", mlv1.HyperparameterEnvName("learningRate"))
-	for _, name := range append([]string{"EXTRA", "NCCL_SOCKET_IFNAME"}, mlv1.OverridableEnvNames...) {
+	// The launchers' own options the operator does not set stay the
+	// user's: torchrun's, JAX's, MLflow's and xgboost's families are
+	// reserved only for the names the operator sets.
+	for _, name := range append([]string{"EXTRA", "NCCL_SOCKET_IFNAME", "PET_REDIRECTS", "PET_TEE", "PET_MAX_RESTARTS",
+		"PET_RDZV_BACKEND", "JAX_PLATFORMS", "JAX_COORDINATOR_BIND_ADDRESS", "MLFLOW_TRACKING_TOKEN", "DMLC_INTERFACE"},
+		mlv1.OverridableEnvNames...) {
 		assert.False(t, mlv1.IsReservedEnvName(name), name)
+	}
+	for _, name := range []string{mlv1.EnvPETNProcPerNode, mlv1.EnvPETNodeRank, mlv1.EnvPETMasterAddr, mlv1.EnvPETMasterPort,
+		mlv1.EnvJAXCoordinatorAddress, mlv1.EnvJAXNumProcesses, mlv1.EnvMLflowTrackingURI, mlv1.EnvDMLCTrackerURI} {
+		assert.True(t, mlv1.IsReservedEnvName(name), name)
 	}
 	for _, name := range mlv1.ReservedEnvNames {
 		for _, p := range mlv1.ReservedEnvPrefixes {

@@ -73,22 +73,11 @@ func (r *Reconciler) observe(ctx context.Context, md *mlv1.ModelDeployment) (*ob
 	return obs, nil
 }
 
-// resolveRouter turns traffic.router auto into the detected router.
-func (r *Reconciler) resolveRouter(md *mlv1.ModelDeployment) mlv1.TrafficRouter {
-	if rt := md.Spec.Traffic.Router; rt != "" && rt != mlv1.RouterAuto {
-		return rt
-	}
-	if r.Routers == nil {
-		return mlv1.RouterService
-	}
-	return r.Routers.Router()
-}
-
 func (r *Reconciler) istioVersion() string {
 	if r.Routers == nil {
 		return defaultIstioVersion
 	}
-	return r.Routers.IstioVersion()
+	return r.Routers.Routers().IstioVersion
 }
 
 // aggregateMetrics sums the versions' rates and weights their error rates and
@@ -150,7 +139,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			// weight) is set to one replica once; the HPA takes it from there.
 			replicas = ptr.To[int32](1)
 		}
-		d, err := desiredDeployment(md, v, replicas)
+		d, err := desiredDeployment(md, v, replicas, r.PodSecurity)
 		if err != nil {
 			return err
 		}
@@ -194,9 +183,12 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 		return fmt.Errorf("applying stable Service: %w", err)
 	}
 
+	if !s.route.write {
+		return nil
+	}
 	switch router {
 	case mlv1.RouterGatewayAPI:
-		route, err := toUnstructured(desiredHTTPRoute(md, s.routeWeights))
+		route, err := toUnstructured(desiredHTTPRoute(md, s.route.gateway, s.routeWeights))
 		if err != nil {
 			return err
 		}
@@ -215,7 +207,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			ws = append(append([]versionWeight(nil), s.sizing...), s.routeWeights[len(s.sizing):]...)
 		}
 		iv := r.istioVersion()
-		for _, u := range []*unstructured.Unstructured{desiredDestinationRule(md, iv, ws), desiredVirtualService(md, iv, ws)} {
+		for _, u := range []*unstructured.Unstructured{desiredDestinationRule(md, iv, ws), desiredVirtualService(md, iv, s.route.gateway, ws)} {
 			if err := r.apply(ctx, client.ApplyConfigurationFromUnstructured(u)); err != nil {
 				return fmt.Errorf("applying %s (traffic.router istio): %w", u.GetKind(), err)
 			}

@@ -28,6 +28,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -42,10 +43,15 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Clock is injected so tests can move time (health intervals, progress deadlines, drains).
 	Clock clock.PassiveClock
-	// Routers resolves traffic.router auto.
+	// Routers tells which router APIs the cluster serves.
 	Routers *RouterDetector
+	// Routing are the manager's traffic settings (default gateway, mesh).
+	Routing RoutingDefaults
 	// Metrics reads Prometheus; nil when the manager has no --prometheus-url.
 	Metrics prometheus.Source
+	// PodSecurity are the admin's security defaults of model server pods
+	// (internal/podsecurity); the zero value sets no IDs and no HOME.
+	PodSecurity podsecurity.Defaults
 
 	// applied detects children changed behind the operator's back.
 	applied appliedRecords
@@ -108,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	recordMetrics(md)
 	for _, rb := range p.rollbacks {
-		rollbacksCounter.WithLabelValues(md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
+		rollbacksCounter.WithLabelValues(md.Namespace, md.Namespace, md.Name, rb.Name, rb.Reason).Inc()
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }

@@ -19,6 +19,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // Names and paths shared by every model server.
@@ -133,29 +134,50 @@ func probe(md *mlv1.ModelDeployment, periodSeconds, failureThreshold int32) *cor
 		WithFailureThreshold(failureThreshold)
 }
 
-// restrictedPodSecurityContext makes a model server pod pass the Pod
-// Security Standard "restricted": it runs as a non-root user, under the
-// container runtime's default seccomp profile. The image must therefore run
-// as a non-root user (a numeric USER); see docs/modeldeployment.md.
-func restrictedPodSecurityContext() *corev1ac.PodSecurityContextApplyConfiguration {
-	return corev1ac.PodSecurityContext().
-		WithRunAsNonRoot(true).
-		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+// podSecurityContext is spec.podSecurityContext, or the admin's defaults
+// (internal/podsecurity, the same as the workers'): Pod Security
+// "restricted" and OpenShift's restricted-v2, with no fixed user or group
+// unless the admin set them. The image must then run as a numeric non-root
+// USER; see docs/modeldeployment.md.
+func podSecurityContext(md *mlv1.ModelDeployment, pod podsecurity.Defaults) (*corev1ac.PodSecurityContextApplyConfiguration, error) {
+	sc := md.Spec.PodSecurityContext
+	if sc == nil {
+		sc = pod.PodSecurityContext()
+	}
+	ac := &corev1ac.PodSecurityContextApplyConfiguration{}
+	if err := convertJSON(sc, ac); err != nil {
+		return nil, fmt.Errorf("spec.podSecurityContext: %w", err)
+	}
+	return ac, nil
 }
 
-// restrictedContainerSecurityContext is the model server container's part of
-// "restricted": no privilege escalation and no Linux capabilities.
+// restrictedContainerSecurityContext is the container-level default of a
+// model server (and of any container the operator adds to its pod): no
+// privilege escalation, no Linux capabilities, non-root, RuntimeDefault
+// seccomp.
 func restrictedContainerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
-	return corev1ac.SecurityContext().
-		WithAllowPrivilegeEscalation(false).
-		WithCapabilities(corev1ac.Capabilities().WithDrop(corev1.Capability("ALL")))
+	ac := &corev1ac.SecurityContextApplyConfiguration{}
+	_ = convertJSON(podsecurity.ContainerSecurityContext(), ac)
+	return ac
+}
+
+// containerSecurityContext is spec.securityContext, or the restricted default.
+func containerSecurityContext(md *mlv1.ModelDeployment) (*corev1ac.SecurityContextApplyConfiguration, error) {
+	if md.Spec.SecurityContext == nil {
+		return restrictedContainerSecurityContext(), nil
+	}
+	ac := &corev1ac.SecurityContextApplyConfiguration{}
+	if err := convertJSON(md.Spec.SecurityContext, ac); err != nil {
+		return nil, fmt.Errorf("spec.securityContext: %w", err)
+	}
+	return ac, nil
 }
 
 // DesiredDeployment is the Deployment the operator applies for version v of
 // md, as a typed object (for checks outside this package, such as the Pod
 // Security tests in test/integration/security). replicas is as for the apply.
-func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32) (*appsv1.Deployment, error) {
-	ac, err := desiredDeployment(md, v, replicas)
+func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults) (*appsv1.Deployment, error) {
+	ac, err := desiredDeployment(md, v, replicas, pod)
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +190,9 @@ func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 
 // desiredDeployment is a version's model server Deployment. replicas is nil
 // whenever an HPA owns the version's scale: the field is then left out of the
-// apply, so the HPA's value stands and the two never fight.
-func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// apply, so the HPA's value stands and the two never fight. pod are the
+// admin's security defaults.
+func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	labels := versionLabels(md, v.Name)
 	interval := md.Spec.EffectiveIntervalSeconds()
 	threshold := md.Spec.EffectiveFailureThreshold()
@@ -191,8 +214,16 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 		WithLivenessProbe(probe(md, interval, threshold)).
 		// The startup probe gives the model the whole progress deadline to
 		// load before liveness starts counting.
-		WithStartupProbe(probe(md, interval, max(1, (deadline+interval-1)/interval))).
-		WithSecurityContext(restrictedContainerSecurityContext())
+		WithStartupProbe(probe(md, interval, max(1, (deadline+interval-1)/interval)))
+	containerSC, err := containerSecurityContext(md)
+	if err != nil {
+		return nil, err
+	}
+	container.WithSecurityContext(containerSC)
+	podSC, err := podSecurityContext(md, pod)
+	if err != nil {
+		return nil, err
+	}
 	if res := md.Spec.Resources; len(res.Requests) > 0 || len(res.Limits) > 0 || len(res.Claims) > 0 {
 		rac := &corev1ac.ResourceRequirementsApplyConfiguration{}
 		if err := convertJSON(res, rac); err != nil {
@@ -202,9 +233,16 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 	}
 
 	podSpec := corev1ac.PodSpec().
-		WithSecurityContext(restrictedPodSecurityContext()).
+		WithSecurityContext(podSC).
 		WithVolumes(corev1ac.Volume().WithName(configVolume).
 			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(mlv1.ModelDeploymentConfigMapName(md.Name))))
+	if _, _, home, ok := pod.HomeVolume(); ok {
+		// A writable HOME whatever UID runs (OpenShift assigns one that
+		// has no home directory in the image).
+		container.WithEnv(corev1ac.EnvVar().WithName(home.Name).WithValue(home.Value)).
+			WithVolumeMounts(corev1ac.VolumeMount().WithName(podsecurity.HomeVolumeName).WithMountPath(pod.Home))
+		podSpec.WithVolumes(corev1ac.Volume().WithName(podsecurity.HomeVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
 	if md.Spec.Storage != nil {
 		container.WithEnv(corev1ac.EnvVar().WithName("MODEL_CACHE_DIR").WithValue(ModelCacheMountPath)).
 			WithVolumeMounts(corev1ac.VolumeMount().WithName(cacheVolume).WithMountPath(ModelCacheMountPath))
@@ -296,10 +334,10 @@ func desiredVersionService(md *mlv1.ModelDeployment, version string) *corev1ac.S
 }
 
 // desiredHTTPRoute is the Gateway API route <name> with one weighted
-// backendRef per version Service.
-func desiredHTTPRoute(md *mlv1.ModelDeployment, ws []versionWeight) *gwv1ac.HTTPRouteApplyConfiguration {
+// backendRef per version Service, attached to gateway (none when nil).
+func desiredHTTPRoute(md *mlv1.ModelDeployment, gateway *mlv1.GatewayReference, ws []versionWeight) *gwv1ac.HTTPRouteApplyConfiguration {
 	spec := gwv1ac.HTTPRouteSpec()
-	if gw := md.Spec.Traffic.Gateway; gw != nil {
+	if gw := gateway; gw != nil {
 		parent := gwv1ac.ParentReference().WithName(gwv1.ObjectName(gw.Name))
 		if gw.Namespace != "" {
 			parent.WithNamespace(gwv1.Namespace(gw.Namespace))
@@ -362,8 +400,9 @@ func unstructuredChild(md *mlv1.ModelDeployment, apiVersion, kind string, spec m
 }
 
 // desiredVirtualService routes the stable host (and spec hostnames) to the
-// version subsets with the given weights.
-func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, ws []versionWeight) *unstructured.Unstructured {
+// version subsets with the given weights, bound to gateway and the mesh
+// (the mesh only when gateway is nil).
+func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, gateway *mlv1.GatewayReference, ws []versionWeight) *unstructured.Unstructured {
 	hosts := []any{md.Name}
 	for _, h := range md.Spec.Traffic.Hostnames {
 		hosts = append(hosts, h)
@@ -383,7 +422,7 @@ func desiredVirtualService(md *mlv1.ModelDeployment, istioVersion string, ws []v
 		"hosts": hosts,
 		"http":  []any{map[string]any{"route": route}},
 	}
-	if gw := md.Spec.Traffic.Gateway; gw != nil {
+	if gw := gateway; gw != nil {
 		ref := gw.Name
 		if gw.Namespace != "" {
 			ref = gw.Namespace + "/" + gw.Name

@@ -17,6 +17,7 @@ import (
 	gwv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // testMD is a two-version ModelDeployment as the API server would default it.
@@ -84,9 +85,14 @@ func TestDesiredDeployment(t *testing.T) {
 		WithLivenessProbe(wantProbe(4)).
 		WithStartupProbe(wantProbe(30)). // 300s deadline / 10s interval
 		WithSecurityContext(corev1ac.SecurityContext().
+			WithRunAsNonRoot(true).
 			WithAllowPrivilegeEscalation(false).
-			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 		WithResources(corev1ac.ResourceRequirements().WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})).
+		// A writable HOME (the admin's --pod-home) whatever UID runs.
+		WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/home/ml-operator")).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("home").WithMountPath("/home/ml-operator")).
 		WithEnv(corev1ac.EnvVar().WithName("MODEL_CACHE_DIR").WithValue("/mnt/models")).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("model-cache").WithMountPath("/mnt/models"))
 	wantSpec := func() *appsv1ac.DeploymentSpecApplyConfiguration {
@@ -98,11 +104,14 @@ func TestDesiredDeployment(t *testing.T) {
 				WithLabels(wantV2Labels).
 				WithAnnotations(map[string]string{AnnotationConfigHash: configHash(md)}).
 				WithSpec(corev1ac.PodSpec().
+					// No fixed user or group: OpenShift's restricted-v2
+					// assigns them from the namespace's range.
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
 						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
 					WithVolumes(
 						corev1ac.Volume().WithName("model-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName("fraud-model-config")),
+						corev1ac.Volume().WithName("home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 						corev1ac.Volume().WithName("model-cache").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName("fraud-v2-model")),
 					).
 					WithContainers(wantContainer)))
@@ -119,7 +128,7 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := desiredDeployment(md, md.Spec.Versions[1], tc.replicas)
+			got, err := desiredDeployment(md, md.Spec.Versions[1], tc.replicas, podsecurity.NewDefaults())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +142,7 @@ func TestDesiredDeployment(t *testing.T) {
 // The template hash changes with what restarts the pods, not with weights.
 func TestTemplateHash(t *testing.T) {
 	hash := func(md *mlv1.ModelDeployment) string {
-		d, err := desiredDeployment(md, md.Spec.Versions[0], nil)
+		d, err := desiredDeployment(md, md.Spec.Versions[0], nil, podsecurity.NewDefaults())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +213,8 @@ func TestDesiredServices(t *testing.T) {
 }
 
 func TestDesiredHTTPRoute(t *testing.T) {
-	got := desiredHTTPRoute(testMD(), []versionWeight{{"v1", 100}, {"v2", 0}})
+	md := testMD()
+	got := desiredHTTPRoute(md, md.Spec.Traffic.Gateway, []versionWeight{{"v1", 100}, {"v2", 0}})
 	want := gwv1ac.HTTPRoute("fraud", "ml").
 		WithLabels(map[string]string{"ml.example.com/modeldeployment": "fraud", "app.kubernetes.io/managed-by": "ml-operator"}).
 		WithOwnerReferences(wantOwner()).
@@ -218,12 +228,22 @@ func TestDesiredHTTPRoute(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("desiredHTTPRoute (-want +got):\n%s", diff)
 	}
+	// The gateway comes from the route plan (the spec's, or the manager's
+	// default), not from the spec: with none there are no parentRefs.
+	bare := desiredHTTPRoute(md, nil, []versionWeight{{"v1", 100}})
+	if diff := cmp.Diff([]gwv1ac.ParentReferenceApplyConfiguration(nil), bare.Spec.ParentRefs); diff != "" {
+		t.Errorf("desiredHTTPRoute without a gateway: parentRefs (-want +got):\n%s", diff)
+	}
+	other := desiredHTTPRoute(md, &mlv1.GatewayReference{Name: "models"}, []versionWeight{{"v1", 100}})
+	if diff := cmp.Diff([]gwv1ac.ParentReferenceApplyConfiguration{*gwv1ac.ParentReference().WithName("models")}, other.Spec.ParentRefs); diff != "" {
+		t.Errorf("desiredHTTPRoute with the default gateway: parentRefs (-want +got):\n%s", diff)
+	}
 }
 
 func TestDesiredIstio(t *testing.T) {
 	md := testMD()
 	ws := []versionWeight{{"v1", 90}, {"v2", 10}}
-	vs := desiredVirtualService(md, "v1", ws)
+	vs := desiredVirtualService(md, "v1", md.Spec.Traffic.Gateway, ws)
 	wantSpec := map[string]any{
 		"hosts":    []any{"fraud", "fraud.example.com"},
 		"gateways": []any{"infra/public", "mesh"},
@@ -237,6 +257,10 @@ func TestDesiredIstio(t *testing.T) {
 	}
 	if vs.GetAPIVersion() != "networking.istio.io/v1" || vs.GetKind() != "VirtualService" || vs.GetOwnerReferences()[0].UID != "uid-1" {
 		t.Errorf("VirtualService identity: %s %s %v", vs.GetAPIVersion(), vs.GetKind(), vs.GetOwnerReferences())
+	}
+	mesh := desiredVirtualService(md, "v1", nil, ws)
+	if _, bound := mesh.Object["spec"].(map[string]any)["gateways"]; bound {
+		t.Errorf("a mesh-only VirtualService lists gateways: %v", mesh.Object["spec"])
 	}
 	dr := desiredDestinationRule(md, "v1beta1", ws)
 	wantDR := map[string]any{

@@ -144,15 +144,6 @@ func TestABSplitInEveryRouter(t *testing.T) {
 	}
 }
 
-// traffic.router auto picks the Gateway API when its CRDs are installed.
-func TestRouterAutoPicksGatewayAPI(t *testing.T) {
-	h := newHarness(t)
-	h.create(testutil.ModelDeployment("auto", "").Version("v1", -1, "s3://m/v1").Obj())
-	h.reconcile("auto")
-	assert.Equal(t, mlv1.RouterGatewayAPI, h.md("auto").Status.Router)
-	assert.Equal(t, map[string]int32{"auto-v1": 0}, h.routeWeights("auto"), "no Ready pod yet: no traffic")
-}
-
 // When the detector finds another router, every ModelDeployment on auto
 // (or with no router) is reconciled at once; those that name a router are not.
 func TestRouterChangeReconcilesAutoRouted(t *testing.T) {
@@ -445,7 +436,7 @@ func TestPrometheusErrorSpikeRollsBack(t *testing.T) {
 			return 90, true
 		}
 	})
-	h.create(testutil.ModelDeployment("spike", "").Router(mlv1.RouterGatewayAPI).MaxErrorRate(0.05).
+	h.create(testutil.ModelDeployment("spike", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxErrorRate(0.05).
 		Version("v1", 90, "s3://m/v1").Version("v2", 10, "s3://m/v2").Obj())
 	h.reconcile("spike")
 	h.setReady("spike-v1", 1)
@@ -488,7 +479,7 @@ func TestLatencySpikeRollsBack(t *testing.T) {
 			return 5, true
 		}
 	})
-	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).
+	h.create(testutil.ModelDeployment("lag", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxLatencyMs(500).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj())
 	h.reconcile("lag")
 	h.setReady("lag-v1", 1)
@@ -526,7 +517,7 @@ func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 			return 5, true
 		}
 	})
-	h.create(testutil.ModelDeployment("slow", "").Router(mlv1.RouterGatewayAPI).MaxLatencyMs(500).AutoRollback(false).
+	h.create(testutil.ModelDeployment("slow", "").Router(mlv1.RouterGatewayAPI).AnalysisPreset(mlv1.AnalysisGeneric).MaxLatencyMs(500).AutoRollback(false).
 		Version("v1", 50, "s3://m/v1").Version("v2", 50, "s3://m/v2").Obj())
 	h.reconcile("slow")
 	h.setReady("slow-v1", 1)
@@ -543,14 +534,20 @@ func TestLatencyWithoutAutoRollbackOnlyReports(t *testing.T) {
 // The seed example, run by the real controller in a manager, creates the
 // Deployment, Services, HPA and ConfigMap its user expects.
 func TestSeedExampleCreatesChildren(t *testing.T) {
-	runManager(t)
 	ctx := context.Background()
 	objs, err := testutil.ReadManifests(testutil.SeedExamplesDir() + "/modeldeployment-v1-sentiment-analysis.yaml")
 	require.NoError(t, err)
 	require.Len(t, objs, 1)
 	require.NoError(t, testutil.EnsureNamespace(ctx, k8s, objs[0].GetNamespace()))
-	require.NoError(t, k8s.Create(ctx, objs[0]))
 	ns, name := "ml-models", "sentiment-analysis"
+	// With both the Gateway API and Istio installed, seed 004 (no gateway)
+	// gets Istio's VirtualService in a namespace in the mesh.
+	nsObj := &corev1.Namespace{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, nsObj))
+	nsObj.Labels = map[string]string{"istio-injection": "enabled"}
+	require.NoError(t, k8s.Update(ctx, nsObj))
+	runManager(t)
+	require.NoError(t, k8s.Create(ctx, objs[0]))
 
 	d := &appsv1.Deployment{}
 	testutil.Eventually(t, func() bool {
@@ -570,6 +567,7 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 		env[e.Name] = e.Value
 	}
 	assert.Equal(t, map[string]string{
+		"HOME":       "/home/ml-operator", // the manager's default --pod-home
 		"MODEL_NAME": "sentiment-classifier", "MODEL_PATH": "s3://models/sentiment/v1/model.pt",
 		"MODEL_VERSION": "v1", "FRAMEWORK": "pytorch",
 	}, env)
@@ -613,10 +611,13 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 			return false
 		}
 		return len(md.Status.ActiveVersions) == 1 && md.Status.ActiveVersions[0].Weight == 100 &&
-			md.Status.ActiveVersions[0].Ready && md.Status.Router == mlv1.RouterGatewayAPI &&
+			md.Status.ActiveVersions[0].Ready && md.Status.Router == mlv1.RouterIstio &&
 			md.Status.URL == "http://sentiment-analysis.ml-models.svc.cluster.local:8080" &&
 			md.Status.ObservedGeneration == md.Generation
-	}, "status shows v1 serving 100% through the Gateway API")
+	}, "status shows v1 serving 100% through Istio")
+	get(t, ns, name, virtualService())
+	get(t, ns, name, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule"}})
+	assert.True(t, gone(t, ns, name, httpRoute()), "no HTTPRoute: it would route nothing")
 }
 
 // Switching routers deletes the old router's objects.

@@ -16,19 +16,19 @@ var (
 	phaseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "modeldeployment_phase",
 		Help: "1 for the ModelDeployment's current phase, 0 for the others.",
-	}, []string{"namespace", "name", "phase"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "name", "phase"})
 	readyReplicasGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "modeldeployment_ready_replicas",
 		Help: "Ready replicas of each ModelDeployment version.",
-	}, []string{"namespace", "name", "version"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "name", "version"})
 	trafficWeightGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "modeldeployment_traffic_weight",
 		Help: "Effective traffic weight (percent) of each ModelDeployment version.",
-	}, []string{"namespace", "name", "version"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "name", "version"})
 	rollbacksCounter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "modeldeployment_rollbacks_total",
 		Help: "Automated rollbacks of ModelDeployment versions, by reason.",
-	}, []string{"namespace", "name", "version", "reason"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "name", "version", "reason"})
 )
 
 func init() {
@@ -52,7 +52,7 @@ func recordMetrics(md *mlv1.ModelDeployment) {
 		if md.Status.Phase == p {
 			v = 1
 		}
-		phaseGauge.WithLabelValues(ns, name, string(p)).Set(v)
+		phaseGauge.WithLabelValues(ns, ns, name, string(p)).Set(v)
 	}
 	current := map[string]bool{}
 	for _, v := range md.Status.ActiveVersions {
@@ -67,13 +67,13 @@ func recordMetrics(md *mlv1.ModelDeployment) {
 	// never sees a live version's series missing.
 	for v := range previous {
 		if !current[v] {
-			readyReplicasGauge.DeleteLabelValues(ns, name, v)
-			trafficWeightGauge.DeleteLabelValues(ns, name, v)
+			readyReplicasGauge.DeleteLabelValues(ns, ns, name, v)
+			trafficWeightGauge.DeleteLabelValues(ns, ns, name, v)
 		}
 	}
 	for _, v := range md.Status.ActiveVersions {
-		readyReplicasGauge.WithLabelValues(ns, name, v.Name).Set(float64(v.HealthyReplicas))
-		trafficWeightGauge.WithLabelValues(ns, name, v.Name).Set(float64(v.Weight))
+		readyReplicasGauge.WithLabelValues(ns, ns, name, v.Name).Set(float64(v.HealthyReplicas))
+		trafficWeightGauge.WithLabelValues(ns, ns, name, v.Name).Set(float64(v.Weight))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
+	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
 // event is emitted after the status write.
@@ -46,6 +47,7 @@ type passState struct {
 	stamp              metav1.Time
 	interval, deadline time.Duration
 	router             mlv1.TrafficRouter
+	route              routePlan
 	obs                *observed
 	prevVersions       map[string]mlv1.VersionStatus
 	requested          []versionWeight
@@ -56,6 +58,9 @@ type passState struct {
 	results []versionResult
 	vstatus []mlv1.VersionStatus
 	served  []prometheus.VersionMetrics
+
+	// refused is the API server's refusal to apply a child in this pass.
+	refused error
 
 	failed    []mlv1.FailedVersion
 	failedSet map[string]bool
@@ -78,7 +83,11 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 	if err != nil {
 		return nil, err
 	}
-	s := r.newPassState(md, obs)
+	route, err := r.planRoute(ctx, md)
+	if err != nil {
+		return nil, err
+	}
+	s := r.newPassState(md, obs, route)
 	if err := r.evaluateVersions(ctx, s); err != nil {
 		return nil, err
 	}
@@ -88,7 +97,13 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 		return nil, err
 	}
 	if err := r.applyChildren(ctx, s); err != nil {
-		return nil, err
+		if !refusal.Is(err) {
+			return nil, err
+		}
+		// Quota, a webhook, an invalid object: the ModelDeployment shows
+		// it, and the next health interval tries again.
+		s.refused = err
+		s.warning(mlv1.EventFailedCreate, "Apply", "%s", refusal.Note(err))
 	}
 	if prev := md.Status.Router; prev != "" && prev != s.router {
 		if err := r.deleteRouter(ctx, md, prev); err != nil {
@@ -102,7 +117,7 @@ func (r *Reconciler) reconcile(ctx context.Context, md *mlv1.ModelDeployment) (*
 	return s.pass, nil
 }
 
-func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed) *passState {
+func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed, route routePlan) *passState {
 	now := r.Clock.Now()
 	interval := time.Duration(md.Spec.EffectiveIntervalSeconds()) * time.Second
 	s := &passState{
@@ -112,7 +127,8 @@ func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed) *pass
 		stamp:        metav1.NewTime(now.Truncate(time.Second)),
 		interval:     interval,
 		deadline:     time.Duration(md.Spec.EffectiveProgressDeadlineSeconds()) * time.Second,
-		router:       r.resolveRouter(md),
+		router:       route.router,
+		route:        route,
 		obs:          obs,
 		prevVersions: map[string]mlv1.VersionStatus{},
 		failed:       currentFailures(md.Status.FailedVersions, md.Generation),
@@ -138,7 +154,7 @@ func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed) *pass
 func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 	md, spec := s.md, &s.md.Spec
 	for _, v := range spec.Versions {
-		d, err := desiredDeployment(md, v, nil)
+		d, err := desiredDeployment(md, v, nil, r.PodSecurity)
 		if err != nil {
 			return err
 		}
@@ -165,6 +181,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 		if vs.LastRemediationTime != nil {
 			lastRemediation = vs.LastRemediationTime.Time
 		}
+		res.blockedReason, res.blockedMessage = blocked(s.obs.deployments[v.Name], s.obs.pods[v.Name])
 		if dep := s.obs.deployments[v.Name]; dep != nil {
 			res.exists = true
 			res.desired = ptr.Deref(dep.Spec.Replicas, 1)
@@ -181,7 +198,7 @@ func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 			res.verdict.Failure, res.verdict.Message, res.verdict.CrashLoopPods = "", "", nil
 		}
 		if r.Metrics != nil && res.verdict.Ready && !res.failed {
-			m, err := r.Metrics.VersionMetrics(ctx, md.Namespace, md.Name, v.Name)
+			m, err := r.Metrics.VersionMetrics(ctx, analysisQueries(md, v.Name))
 			if err != nil {
 				// Prometheus being down must not stop serving or trigger rollbacks.
 				ctrl.LoggerFrom(ctx).Error(err, "reading serving metrics", "version", v.Name)
@@ -404,8 +421,19 @@ func (s *passState) buildStatus() {
 
 	readyC := readyCondition(s.results, gen)
 	healthyC := healthyCondition(s.results, gen)
-	setConditions(&st, readyC, healthyC, scaledCondition(s.results, gen), progressingCondition(s.results, gen),
-		rolledBackCondition(s.failed, s.target, gen))
+	progressingC := progressingCondition(s.results, gen)
+	if s.refused != nil {
+		progressingC = refusedCondition(s.refused, gen)
+	}
+	setConditions(&st, readyC, healthyC, scaledCondition(s.results, gen), progressingC,
+		rolledBackCondition(s.failed, s.target, gen), trafficRoutedCondition(s.route, gen))
+	if progressingC.Reason == mlv1.ReasonFailedCreate && s.refused == nil {
+		// The ReplicaSet controller's refusal: its event is on the
+		// ReplicaSet; the owner the user made gets one too, once.
+		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentProgressing); old == nil || old.Reason != mlv1.ReasonFailedCreate {
+			s.warning(mlv1.EventFailedCreate, "Create", "%s", progressingC.Message)
+		}
+	}
 	st.Phase = phase(s.results, readyC, healthyC)
 	if healthyC.Status == metav1.ConditionFalse {
 		if old := meta.FindStatusCondition(md.Status.Conditions, mlv1.ModelDeploymentHealthy); old == nil || old.Status != metav1.ConditionFalse {

@@ -37,13 +37,26 @@ func retried(failed []mlv1.FailedVersion, version string, generation int64) bool
 	return false
 }
 
+// analysisQueries are the queries that judge a version: the preset of
+// rollout.analysis (by framework when auto), each replaced by the user's
+// own query where one is given, rendered for the version's pods.
+func analysisQueries(md *mlv1.ModelDeployment, version string) prometheus.Queries {
+	// The preset names are an enum in the CRD schema; an unknown one (only
+	// possible without the schema) has no queries and so judges nothing.
+	q, _ := prometheus.PresetQueries(string(md.Spec.EffectiveAnalysisPreset()))
+	if a := md.Spec.Rollout.Analysis; a != nil && a.Queries != nil {
+		q = q.Override(prometheus.Queries{RequestRate: a.Queries.RequestRate, ErrorRate: a.Queries.ErrorRate, LatencyMs: a.Queries.LatencyMs})
+	}
+	return q.Render(md.Namespace, prometheus.PodRegex(md.Name, version), md.Spec.EffectiveAnalysisWindow())
+}
+
 // metricFailure judges a version's serving metrics against the rollout
 // limits. A version with no traffic cannot fail on them.
 func metricFailure(m prometheus.VersionMetrics, maxErrorRate float64, maxLatencyMs *int32) (reason, message string) {
 	if m.RequestsPerSecond <= 0 {
 		return "", ""
 	}
-	if m.ErrorRate > maxErrorRate {
+	if m.HasErrorRate && m.ErrorRate > maxErrorRate {
 		return mlv1.ReasonErrorRate, fmt.Sprintf("error rate %.4f is above rollout.maxErrorRate %.4f", m.ErrorRate, maxErrorRate)
 	}
 	if maxLatencyMs != nil && m.HasLatency && m.AverageLatencyMs > float64(*maxLatencyMs) {

@@ -46,9 +46,11 @@ func TestMetricFailure(t *testing.T) {
 		maxLat *int32
 		want   string
 	}{
-		{prometheus.VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1}, nil, ""},
-		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05}, nil, ""},
-		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051}, nil, mlv1.ReasonErrorRate},
+		{prometheus.VersionMetrics{RequestsPerSecond: 0, ErrorRate: 1, HasErrorRate: true}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.05, HasErrorRate: true}, nil, ""},
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.051, HasErrorRate: true}, nil, mlv1.ReasonErrorRate},
+		// A server that counts no errors (KServe's runtimes) never fails on them.
+		{prometheus.VersionMetrics{RequestsPerSecond: 5, ErrorRate: 0.9}, nil, ""},
 		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, ptr.To[int32](500), mlv1.ReasonLatency},
 		{prometheus.VersionMetrics{RequestsPerSecond: 5, AverageLatencyMs: 600, HasLatency: true}, nil, ""},
 		{prometheus.VersionMetrics{RequestsPerSecond: 5}, ptr.To[int32](500), ""},

@@ -13,31 +13,39 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
-// RouterDetector resolves traffic.router auto: Gateway API when its HTTPRoute
-// CRD is served, else Istio when VirtualService and DestinationRule are,
-// else service. It asks discovery at start and then on a timer, so
-// installing a mesh later is noticed without a restart.
+// Routers are the traffic routers the cluster serves the API of: the Gateway
+// API's HTTPRoute, Istio's VirtualService and DestinationRule (and which
+// networking.istio.io version). A served API is not a working router: what
+// auto picks also depends on what is configured (choosePlan).
+type Routers struct {
+	GatewayAPI   bool
+	Istio        bool
+	IstioVersion string
+}
+
+// RouterDetector asks discovery which router APIs are served, at start and
+// then on a timer, so installing a mesh or the Gateway API later is noticed
+// without a restart.
 type RouterDetector struct {
 	Discovery discovery.DiscoveryInterface
 	// Interval between discovery checks.
 	Interval time.Duration
 
-	mu           sync.RWMutex
-	router       mlv1.TrafficRouter
-	istioVersion string
-	changes      chan ctrlevent.GenericEvent
+	mu      sync.RWMutex
+	routers Routers
+	changes chan ctrlevent.GenericEvent
 }
 
 // NewRouterDetector returns a detector that checks discovery every interval.
 func NewRouterDetector(d discovery.DiscoveryInterface, interval time.Duration) *RouterDetector {
-	return &RouterDetector{Discovery: d, Interval: interval, router: mlv1.RouterService, istioVersion: defaultIstioVersion,
+	return &RouterDetector{Discovery: d, Interval: interval, routers: Routers{IstioVersion: defaultIstioVersion},
 		changes: make(chan ctrlevent.GenericEvent, 1)}
 }
 
-// Changes receives an event each time the timer finds that auto resolves
-// to another router (or another Istio version), so the controller can
-// reconcile the ModelDeployments that use auto at once, not at their next
-// health interval. The event's object is a placeholder.
+// Changes receives an event each time the timer finds that the served
+// router APIs changed, so the controller can reconcile the ModelDeployments
+// that use auto at once, not at their next health interval. The event's
+// object is a placeholder.
 func (d *RouterDetector) Changes() <-chan ctrlevent.GenericEvent { return d.changes }
 
 // notify signals a change without blocking: one pending signal stands for
@@ -49,19 +57,11 @@ func (d *RouterDetector) notify() {
 	}
 }
 
-// Router is the router auto resolves to, as of the last check.
-func (d *RouterDetector) Router() mlv1.TrafficRouter {
+// Routers are the router APIs served, as of the last check.
+func (d *RouterDetector) Routers() Routers {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	return d.router
-}
-
-// IstioVersion is the networking.istio.io version served (v1, or v1beta1 on
-// older meshes); v1 when Istio is absent.
-func (d *RouterDetector) IstioVersion() string {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.istioVersion
+	return d.routers
 }
 
 // served reports whether groupVersion serves every named resource.
@@ -87,32 +87,27 @@ func (d *RouterDetector) served(groupVersion string, resources ...string) (bool,
 
 // Detect asks discovery now and stores the result. On a discovery error the
 // previous result stands.
-func (d *RouterDetector) Detect() (mlv1.TrafficRouter, error) {
-	router, istioVersion := mlv1.RouterService, defaultIstioVersion
+func (d *RouterDetector) Detect() (Routers, error) {
+	rs := Routers{IstioVersion: defaultIstioVersion}
 	gw, err := d.served("gateway.networking.k8s.io/v1", "httproutes")
 	if err != nil {
-		return d.Router(), err
+		return d.Routers(), err
 	}
-	if gw {
-		router = mlv1.RouterGatewayAPI
-	}
+	rs.GatewayAPI = gw
 	for _, v := range []string{"v1", "v1beta1"} {
 		ok, err := d.served(IstioGroup+"/"+v, "virtualservices", "destinationrules")
 		if err != nil {
-			return d.Router(), err
+			return d.Routers(), err
 		}
 		if ok {
-			istioVersion = v
-			if router == mlv1.RouterService {
-				router = mlv1.RouterIstio
-			}
+			rs.Istio, rs.IstioVersion = true, v
 			break
 		}
 	}
 	d.mu.Lock()
-	d.router, d.istioVersion = router, istioVersion
+	d.routers = rs
 	d.mu.Unlock()
-	return router, nil
+	return rs, nil
 }
 
 // Start runs discovery on the timer until ctx ends (a manager Runnable).
@@ -125,12 +120,12 @@ func (d *RouterDetector) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			before, beforeIstio := d.Router(), d.IstioVersion()
+			before := d.Routers()
 			after, err := d.Detect()
 			if err != nil {
 				log.Error(err, "discovering traffic routers")
-			} else if after != before || d.IstioVersion() != beforeIstio {
-				log.Info("traffic router for router=auto changed", "from", before, "to", after, "istioVersion", d.IstioVersion())
+			} else if after != before {
+				log.Info("served traffic router APIs changed", "gatewayAPI", after.GatewayAPI, "istio", after.Istio, "istioVersion", after.IstioVersion)
 				d.notify()
 			}
 		}

@@ -28,17 +28,16 @@ func TestRouterDetector(t *testing.T) {
 	istioV1 := resources("networking.istio.io/v1", "virtualservices", "destinationrules", "gateways")
 	istioBeta := resources("networking.istio.io/v1beta1", "virtualservices", "destinationrules")
 	cases := []struct {
-		name        string
-		served      []*metav1.APIResourceList
-		want        mlv1.TrafficRouter
-		wantIstioGV string
+		name   string
+		served []*metav1.APIResourceList
+		want   Routers
 	}{
-		{"nothing installed", nil, mlv1.RouterService, "v1"},
-		{"gateway api wins", []*metav1.APIResourceList{istioV1, gateway}, mlv1.RouterGatewayAPI, "v1"},
-		{"istio v1", []*metav1.APIResourceList{istioV1}, mlv1.RouterIstio, "v1"},
-		{"older istio serves v1beta1 only", []*metav1.APIResourceList{istioBeta}, mlv1.RouterIstio, "v1beta1"},
-		{"gateway group without HTTPRoute", []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "gateways")}, mlv1.RouterService, "v1"},
-		{"istio without DestinationRule", []*metav1.APIResourceList{resources("networking.istio.io/v1", "virtualservices")}, mlv1.RouterService, "v1"},
+		{"nothing installed", nil, Routers{IstioVersion: "v1"}},
+		{"both", []*metav1.APIResourceList{istioV1, gateway}, Routers{GatewayAPI: true, Istio: true, IstioVersion: "v1"}},
+		{"istio v1", []*metav1.APIResourceList{istioV1}, Routers{Istio: true, IstioVersion: "v1"}},
+		{"older istio serves v1beta1 only", []*metav1.APIResourceList{istioBeta}, Routers{Istio: true, IstioVersion: "v1beta1"}},
+		{"gateway group without HTTPRoute", []*metav1.APIResourceList{resources("gateway.networking.k8s.io/v1", "gateways")}, Routers{IstioVersion: "v1"}},
+		{"istio without DestinationRule", []*metav1.APIResourceList{resources("networking.istio.io/v1", "virtualservices")}, Routers{IstioVersion: "v1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,8 +46,8 @@ func TestRouterDetector(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want || d.Router() != tc.want || d.IstioVersion() != tc.wantIstioGV {
-				t.Errorf("Detect = %s (stored %s, istio %s), want %s (istio %s)", got, d.Router(), d.IstioVersion(), tc.want, tc.wantIstioGV)
+			if got != tc.want || d.Routers() != tc.want {
+				t.Errorf("Detect = %+v (stored %+v), want %+v", got, d.Routers(), tc.want)
 			}
 		})
 	}
@@ -67,8 +66,8 @@ func TestRouterDetectorKeepsLastResultOnError(t *testing.T) {
 	if _, err := d.Detect(); err == nil {
 		t.Fatal("want the discovery error")
 	}
-	if d.Router() != mlv1.RouterGatewayAPI {
-		t.Errorf("Router = %s after an error, want the last result gatewayapi", d.Router())
+	if !d.Routers().GatewayAPI {
+		t.Errorf("Routers = %+v after an error, want the last result (Gateway API served)", d.Routers())
 	}
 }
 
@@ -104,8 +103,8 @@ func TestRouterDetectorTimerSignalsChanges(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the HTTPRoute CRD served after start was not noticed")
 	}
-	if d.Router() != mlv1.RouterGatewayAPI {
-		t.Errorf("Router = %s, want gatewayapi", d.Router())
+	if !d.Routers().GatewayAPI {
+		t.Errorf("Routers = %+v, want the Gateway API served", d.Routers())
 	}
 	select {
 	case <-d.Changes():

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // versionResult is everything one pass learned and decided about a version.
@@ -26,6 +29,10 @@ type versionResult struct {
 	// metricReason/metricMessage: the version breaks the Prometheus limits.
 	metricReason, metricMessage string
 	draining                    bool
+	// blockedReason/blockedMessage: the version's pods are not created
+	// (FailedCreate, from the Deployment's ReplicaFailure condition) or
+	// cannot start (ContainerCannotStart, from the kubelet).
+	blockedReason, blockedMessage string
 }
 
 // failure is the version's current failure reason, from health or metrics.
@@ -77,8 +84,13 @@ func readyCondition(vs []versionResult, generation int64) metav1.Condition {
 }
 
 // healthyCondition: False when a version that is not rolled back is below
-// 80 % Ready replicas, crash-loops, or breaks its metric limits.
+// 80 % Ready replicas, crash-loops, breaks its metric limits, or has pods
+// that cannot be created or started (an image that cannot be pulled, a
+// refused create): such a version is not healthy even before its first
+// Ready pod. True otherwise; its message names versions still rolling out,
+// which are not judged yet.
 func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
+	var rolling []string
 	for _, v := range serving(vs) {
 		if v.failed {
 			continue
@@ -87,14 +99,23 @@ func healthyCondition(vs []versionResult, generation int64) metav1.Condition {
 		case len(v.verdict.CrashLoopPods) > 0:
 			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonCrashLoop,
 				fmt.Sprintf("version %s: pods crash-looping: %s", v.name, strings.Join(v.verdict.CrashLoopPods, ", ")), generation)
+		case v.blockedReason != "" && !v.verdict.FullyReady:
+			return condition(mlv1.ModelDeploymentHealthy, false, v.blockedReason,
+				fmt.Sprintf("version %s: %s", v.name, v.blockedMessage), generation)
 		case v.verdict.Degraded:
 			return condition(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonDegraded,
 				fmt.Sprintf("version %s: %d of %d replicas Ready, below %d%%", v.name, v.ready, v.desired, healthyRatioPercent), generation)
 		case v.metricReason != "":
 			return condition(mlv1.ModelDeploymentHealthy, false, v.metricReason, fmt.Sprintf("version %s: %s", v.name, v.metricMessage), generation)
+		case v.sizing > 0 && !v.verdict.RolloutComplete:
+			rolling = append(rolling, v.name)
 		}
 	}
-	return condition(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, "every version has at least 80% of its replicas Ready", generation)
+	msg := "every version has at least 80% of its replicas Ready"
+	if len(rolling) > 0 {
+		msg = "every rolled-out version has at least 80% of its replicas Ready; not judged until their first Ready pod: " + strings.Join(rolling, ", ")
+	}
+	return condition(mlv1.ModelDeploymentHealthy, true, mlv1.ReasonHealthy, msg, generation)
 }
 
 // scaledCondition: True when every version's Deployment has the replicas it wants.
@@ -125,6 +146,9 @@ func progressingCondition(vs []versionResult, generation int64) metav1.Condition
 		case v.verdict.Failure != "":
 			return condition(mlv1.ModelDeploymentProgressing, false, v.verdict.Failure,
 				fmt.Sprintf("version %s: %s", v.name, v.verdict.Message), generation)
+		case v.blockedReason != "" && !v.verdict.RolloutComplete:
+			return condition(mlv1.ModelDeploymentProgressing, false, v.blockedReason,
+				fmt.Sprintf("version %s: %s", v.name, v.blockedMessage), generation)
 		case v.sizing > 0 && !v.verdict.RolloutComplete:
 			rolling = append(rolling, v.name)
 		}
@@ -140,6 +164,40 @@ func progressingCondition(vs []versionResult, generation int64) metav1.Condition
 	}
 	return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonRolloutComplete, "every version is rolled out", generation)
 }
+
+// refusedCondition is Progressing=False FailedCreate when the API server
+// refused to apply a child, quoting it.
+func refusedCondition(err error, generation int64) metav1.Condition {
+	return condition(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonFailedCreate, err.Error(), generation)
+}
+
+// blocked is why a version's pods do not come up on their own: the
+// ReplicaSet controller could not create them (the Deployment's
+// ReplicaFailure condition, with the API server's message), or the kubelet
+// will not start a container (with the kubelet's message).
+func blocked(dep *appsv1.Deployment, pods []corev1.Pod) (reason, message string) {
+	if dep != nil {
+		for _, c := range dep.Status.Conditions {
+			if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				return mlv1.ReasonFailedCreate, c.Message
+			}
+		}
+	}
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			continue
+		}
+		if msg, ok := podsecurity.NotStarting(&pods[i], runAsNonRootFix); ok {
+			return mlv1.ReasonContainerCannotStart, fmt.Sprintf("pod %s cannot start: %s", pods[i].Name, msg)
+		}
+	}
+	return "", ""
+}
+
+// runAsNonRootFix is what to do when the kubelet refuses an image under
+// runAsNonRoot.
+const runAsNonRootFix = "the image runs as root or as a user name (TorchServe's model-server): " +
+	"set spec.podSecurityContext.runAsUser to the image's UID, use an image with a numeric non-root USER, or ask the admin for --pod-run-as-user"
 
 // rolledBackCondition: True while a version of this generation is rolled back.
 func rolledBackCondition(failed []mlv1.FailedVersion, target string, generation int64) metav1.Condition {

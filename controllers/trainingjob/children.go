@@ -14,10 +14,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
-// ensureResources creates the Service, ConfigMap and checkpoint PVC when missing.
-func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
+// ensureResources creates the Service, ConfigMap and checkpoint PVC when
+// missing. A create the API server refuses (quota, another admission
+// webhook, an invalid object) ends the pass: the job shows the refusal in
+// Created=False and a FailedCreate event, and is looked at again after
+// backoffBase.
+func (r *Reconciler) ensureResources(ctx context.Context, p *pass) (refused bool, err error) {
 	job := p.job
 	objs := []client.Object{desiredService(job), desiredConfigMap(job)}
 	if pvc := desiredPVC(job); pvc != nil {
@@ -29,16 +34,23 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 		if err == nil {
 			if pvc, ok := existing.(*corev1.PersistentVolumeClaim); ok {
 				if err := r.syncPVCOwnership(ctx, job, pvc); err != nil {
-					return err
+					return false, err
 				}
 			}
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+			return false, fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
 		}
-		if err := r.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		err = r.client.Create(ctx, obj)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+		case refusal.Is(err):
+			r.refuse(p, err)
+			setCondition(&job.Status, createRefusedCondition(job, err), metav1.NewTime(p.now))
+			return true, nil
+		default:
+			return false, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
 	st := &job.Status
@@ -46,9 +58,21 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) error {
 		setCondition(st, createdCondition(job), metav1.NewTime(p.now))
 		p.event(corev1.EventTypeNormal, mlv1.EventCreated, "%s", createdCondition(job).Message)
 		ns := job.Namespace
-		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns).Inc() })
+		p.after = append(p.after, func() { jobsCreated.WithLabelValues(ns, ns).Inc() })
 	}
-	return nil
+	return false, nil
+}
+
+// refuse makes a refused create visible as the Job controller does, with a
+// Warning FailedCreate event quoting the API server, and looks again after
+// backoffBase.
+func (r *Reconciler) refuse(p *pass, err error, more ...error) {
+	note := refusal.Note(err)
+	if len(more) > 0 {
+		note += fmt.Sprintf(" (and %d more pods refused)", len(more))
+	}
+	p.actionEvent(corev1.EventTypeWarning, mlv1.EventFailedCreate, "%s", note)
+	p.requeue(p.now.Add(r.cfg.BackoffBase))
 }
 
 // runGang keeps the current attempt's gang going. Once the older
@@ -131,9 +155,10 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	var mu sync.Mutex
 	sem := make(chan struct{}, r.cfg.CreateParallelism)
 	errs := make(chan error, len(missing))
-	for _, pod := range missing {
+	refusals := make([]error, len(missing))
+	for i, pod := range missing {
 		sem <- struct{}{}
-		go func(pod *corev1.Pod) {
+		go func(i int, pod *corev1.Pod) {
 			defer func() { <-sem }()
 			start := time.Now()
 			err := r.client.Create(ctx, pod)
@@ -146,10 +171,12 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 				mu.Unlock()
 			case apierrors.IsAlreadyExists(err):
 				// Created by an earlier pass the cache has not shown yet.
+			case refusal.Is(err):
+				refusals[i] = err
 			default:
 				errs <- fmt.Errorf("creating pod %s: %w", pod.Name, err)
 			}
-		}(pod)
+		}(i, pod)
 	}
 	for i := 0; i < cap(sem); i++ {
 		sem <- struct{}{}
@@ -159,7 +186,19 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	for err := range errs {
 		all = append(all, err)
 	}
-	created := len(missing) - len(all)
+	var refused []error
+	for _, err := range refusals {
+		if err != nil {
+			refused = append(refused, err)
+		}
+	}
+	if len(refused) > 0 {
+		// The lowest rank's refusal names the cause; the others are
+		// almost always the same.
+		r.refuse(p, refused[0], refused[1:]...)
+		p.refusedPods = refused[0].Error()
+	}
+	created := len(missing) - len(all) - len(refused)
 	st := &job.Status
 	if created > 0 {
 		if st.StartTime == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // Config is the admin's configuration of the TrainingJob controller.
@@ -15,6 +16,9 @@ type Config struct {
 	DefaultImages map[string]string
 	// GPUNodeSelector is added to the node selector of GPU workers.
 	GPUNodeSelector map[string]string
+	// PodSecurity are the security defaults of worker pods whose template
+	// sets no security context, and their writable HOME.
+	PodSecurity podsecurity.Defaults
 	// Clock is the time source of every decision; tests inject a fake one.
 	Clock clock.Clock
 	// MaxConcurrentReconciles is the number of jobs reconciled at once.

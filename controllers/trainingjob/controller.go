@@ -175,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.emit(p, err == nil && !lost)
 	if err != nil {
-		reconcileErrors.WithLabelValues(job.Namespace).Inc()
+		reconcileErrors.WithLabelValues(job.Namespace, job.Namespace).Inc()
 		return ctrl.Result{}, err
 	}
 	if lost {

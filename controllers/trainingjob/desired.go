@@ -2,15 +2,16 @@ package trainingjob
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // Names and paths the pods are built with. They are part of the documented
@@ -20,9 +21,6 @@ const (
 	TrainerContainerName = "trainer"
 	// ShmMountPath is where the memory-backed emptyDir is mounted.
 	ShmMountPath = "/dev/shm"
-	// NonRootUID is the user and group the workers run as unless the template
-	// sets a pod security context.
-	NonRootUID int64 = 1000
 
 	checkpointVolume = "checkpoints"
 	dataVolume       = "data"
@@ -103,27 +101,27 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	}
 	tolerations = append(tolerations, spec.Scheduling.Tolerations...)
 
+	// The admin's defaults (internal/podsecurity), unless the template
+	// sets its own.
 	podSC := spec.Template.PodSecurityContext
 	if podSC == nil {
-		podSC = &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(NonRootUID),
-			RunAsGroup:     ptr.To(NonRootUID),
-			FSGroup:        ptr.To(NonRootUID),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
+		podSC = cfg.PodSecurity.PodSecurityContext()
 	}
 	containerSC := spec.Template.SecurityContext
 	if containerSC == nil {
-		containerSC = &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
+		containerSC = podsecurity.ContainerSecurityContext()
 	}
 
 	volumes, mounts := workerVolumes(job)
+	env := workerEnv(job, rank)
+	if vol, mount, home, ok := cfg.PodSecurity.HomeVolume(); ok {
+		// A writable HOME whatever UID runs: spec.env may point it
+		// elsewhere (it comes after), template volumes follow.
+		volumes = append([]corev1.Volume{vol}, volumes...)
+		mounts = append([]corev1.VolumeMount{mount}, mounts...)
+		n := len(env) - len(spec.Env)
+		env = slices.Concat(env[:n:n], []corev1.EnvVar{home}, spec.Env)
+	}
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -142,7 +140,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 				Image:   spec.EffectiveImage(cfg.DefaultImages),
 				Command: spec.Command,
 				Args:    spec.Args,
-				Env:     workerEnv(job, rank),
+				Env:     env,
 				Ports: []corev1.ContainerPort{
 					{Name: rendezvousPort, ContainerPort: spec.EffectiveMasterPort(), Protocol: corev1.ProtocolTCP},
 					{Name: metricsPort, ContainerPort: spec.EffectiveMetricsPort(), Protocol: corev1.ProtocolTCP},

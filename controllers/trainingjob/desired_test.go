@@ -13,11 +13,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 var testCfg = Config{
 	DefaultImages:   map[string]string{"pytorch": "registry.example.com/pytorch:default"},
 	GPUNodeSelector: map[string]string{"node.example.com/gpu": "true"},
+	PodSecurity:     podsecurity.NewDefaults(),
 }
 
 func testJob(fw mlv1.Framework) *mlv1.TrainingJob {
@@ -79,7 +81,7 @@ func commonEnv() []corev1.EnvVar {
 func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 	gpu := resource.MustParse("2")
 	env := append(commonEnv(), frameworkEnv...)
-	env = append(env, corev1.EnvVar{Name: "EXTRA", Value: "1"})
+	env = append(env, corev1.EnvVar{Name: "HOME", Value: "/home/ml-operator"}, corev1.EnvVar{Name: "EXTRA", Value: "1"})
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "bert-worker-1",
@@ -116,6 +118,7 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 					Requests: corev1.ResourceList{"nvidia.com/gpu": gpu},
 				},
 				VolumeMounts: []corev1.VolumeMount{
+					{Name: "home", MountPath: "/home/ml-operator"},
 					{Name: "checkpoints", MountPath: "/checkpoints"},
 					{Name: "dshm", MountPath: "/dev/shm"},
 				},
@@ -127,6 +130,7 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 				},
 			}},
 			Volumes: []corev1.Volume{
+				{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "bert-checkpoints"}}},
 				{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 			},
@@ -134,11 +138,10 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 			Tolerations: []corev1.Toleration{{
 				Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 			}},
+			// No fixed user, group or fsGroup: OpenShift's restricted-v2
+			// assigns them from the namespace's range.
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To(int64(1000)),
-				RunAsGroup:     ptr.To(int64(1000)),
-				FSGroup:        ptr.To(int64(1000)),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 		},
@@ -217,6 +220,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 		Tolerations:     []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
 		SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(0))},
 		Volumes: []corev1.Volume{
+			{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared-ckpt"}}},
 			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "imagenet", ReadOnly: true}}},
 			{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
@@ -229,6 +233,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 		t.Errorf("pod spec mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]corev1.VolumeMount{
+		{Name: "home", MountPath: "/home/ml-operator"},
 		{Name: "checkpoints", MountPath: "/ckpt"},
 		{Name: "data", MountPath: "/data", ReadOnly: true},
 		{Name: "dshm", MountPath: "/dev/shm"},

@@ -67,12 +67,12 @@ func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, messag
 	}
 	p.after = append(p.after, func() {
 		if state == mlv1.StateCompleted {
-			jobsCompleted.WithLabelValues(ns).Inc()
+			jobsCompleted.WithLabelValues(ns, ns).Inc()
 		} else {
-			jobsFailed.WithLabelValues(ns, reason).Inc()
+			jobsFailed.WithLabelValues(ns, ns, reason).Inc()
 		}
 		if !started.IsZero() {
-			jobDuration.WithLabelValues(ns, string(state)).Observe(p.now.Sub(started).Seconds())
+			jobDuration.WithLabelValues(ns, ns, string(state)).Observe(p.now.Sub(started).Seconds())
 		}
 	})
 }

@@ -13,37 +13,37 @@ import (
 var (
 	jobsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_created_total", Help: "TrainingJobs whose resources the operator created.",
-	}, []string{"namespace"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace})
 	jobsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_completed_total", Help: "TrainingJobs that completed.",
-	}, []string{"namespace"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace})
 	jobsFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_failed_total", Help: "TrainingJobs that failed, by the reason of their Failed condition.",
-	}, []string{"namespace", "reason"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "reason"})
 	jobRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_restarts_total", Help: "Gang restarts, by reason (failures and disruptions).",
-	}, []string{"namespace", "reason"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "reason"})
 	jobState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_state", Help: "1 for the state each TrainingJob is in, 0 for the others.",
-	}, []string{"namespace", "name", "state"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "name", "state"})
 	activeWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_active_workers", Help: "Running worker pods of the current attempt.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	allocatedGPUs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_allocated_gpus", Help: "GPUs held by the current attempt's pods.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	progressPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_progress_percent", Help: "Share of epochs done, from rank 0's metrics.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	currentEpoch = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_current_epoch", Help: "Epoch rank 0 reports.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	trainingLoss = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_loss", Help: "Loss rank 0 reports.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	trainingAccuracy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_accuracy", Help: "Accuracy rank 0 reports.",
-	}, []string{"namespace", "trainingjob"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
 	podCreationLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "trainingjob_pod_creation_latency_seconds",
 		Help:    "Latency of creating one worker pod (the API call, including client rate limiting).",
@@ -53,7 +53,7 @@ var (
 		Name:    "trainingjob_duration_seconds",
 		Help:    "Time from a job's start to its completion or failure.",
 		Buckets: prometheus.ExponentialBuckets(60, 2, 14),
-	}, []string{"namespace", "state"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "state"})
 	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "trainingjob_operator_reconcile_duration_seconds",
 		Help:    "Duration of one TrainingJob reconcile pass.",
@@ -61,7 +61,7 @@ var (
 	})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_operator_errors_total", Help: "TrainingJob reconcile passes that returned an error.",
-	}, []string{"namespace"})
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace})
 )
 
 func init() {
@@ -82,23 +82,23 @@ func recordJobGauges(job *mlv1.TrainingJob) {
 		if job.Status.State == s {
 			v = 1
 		}
-		jobState.WithLabelValues(ns, name, string(s)).Set(v)
+		jobState.WithLabelValues(ns, ns, name, string(s)).Set(v)
 	}
 	st := &job.Status
-	activeWorkers.WithLabelValues(ns, name).Set(float64(st.Workers.Active))
-	allocatedGPUs.WithLabelValues(ns, name).Set(float64(st.AllocatedGPUs))
+	activeWorkers.WithLabelValues(ns, ns, name).Set(float64(st.Workers.Active))
+	allocatedGPUs.WithLabelValues(ns, ns, name).Set(float64(st.AllocatedGPUs))
 	if st.TotalEpochs > 0 {
-		progressPercent.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch) * 100 / float64(st.TotalEpochs))
-		currentEpoch.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch))
+		progressPercent.WithLabelValues(ns, ns, name).Set(float64(st.CurrentEpoch) * 100 / float64(st.TotalEpochs))
+		currentEpoch.WithLabelValues(ns, ns, name).Set(float64(st.CurrentEpoch))
 	} else if st.CurrentEpoch > 0 {
-		currentEpoch.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch))
+		currentEpoch.WithLabelValues(ns, ns, name).Set(float64(st.CurrentEpoch))
 	}
 	if m := st.Metrics; m != nil {
 		if m.Loss != nil {
-			trainingLoss.WithLabelValues(ns, name).Set(*m.Loss)
+			trainingLoss.WithLabelValues(ns, ns, name).Set(*m.Loss)
 		}
 		if m.Accuracy != nil {
-			trainingAccuracy.WithLabelValues(ns, name).Set(*m.Accuracy)
+			trainingAccuracy.WithLabelValues(ns, ns, name).Set(*m.Accuracy)
 		}
 	}
 }
@@ -107,6 +107,6 @@ func recordJobGauges(job *mlv1.TrainingJob) {
 func forgetJobMetrics(key types.NamespacedName) {
 	jobState.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "name": key.Name})
 	for _, g := range []*prometheus.GaugeVec{activeWorkers, allocatedGPUs, progressPercent, currentEpoch, trainingLoss, trainingAccuracy} {
-		g.DeleteLabelValues(key.Namespace, key.Name)
+		g.DeleteLabelValues(key.Namespace, key.Namespace, key.Name)
 	}
 }

@@ -21,6 +21,9 @@ type pass struct {
 	// silent drops the pass's events: its namespace is being deleted and
 	// the API server would refuse them.
 	silent bool
+	// refusedPods is the API server's answer to a pod create it refused in
+	// this pass (empty when none was).
+	refusedPods string
 }
 
 // jobEvent is an event to emit on the job once its status is written.
@@ -99,7 +102,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 	if r.failUnrunnable(p) {
 		return nil
 	}
-	if err := r.ensureResources(ctx, p); err != nil {
+	if refused, err := r.ensureResources(ctx, p); err != nil || refused {
 		return err
 	}
 	if p.job.Spec.IsSuspended() {

@@ -151,8 +151,12 @@ func TestGangPlacementShowsKueue(t *testing.T) {
 	w.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: time.Minute}
 	job := create(t, w)
 	waitPods(t, job, 2, 0)
-	j := waitJob(t, job, "gangPlacement Kueue", func(j *mlv1.TrainingJob) bool {
-		return j.Status.GangPlacement == mlv1.GangPlacementKueue
-	})
-	assert.NotNil(t, j.Status.PlacementStartTime)
+	waitGangPlacement(t, job, mlv1.GangPlacementKueue)
+	assert.NotNil(t, get(t, job).Status.PlacementStartTime)
+}
+
+// waitGangPlacement waits until status.gangPlacement shows want.
+func waitGangPlacement(t *testing.T, job *mlv1.TrainingJob, want mlv1.GangPlacement) {
+	t.Helper()
+	waitJob(t, job, "gangPlacement "+string(want), func(j *mlv1.TrainingJob) bool { return j.Status.GangPlacement == want })
 }

@@ -61,6 +61,8 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 		for _, p := range waitPods(t, job, 2, 0) {
 			assert.NotContains(t, p.Annotations, "scheduling.k8s.io/group-name", "no PodGroup CRD: pods name no group")
 		}
+		// No gang scheduler places it, and this suite's manager has no default placement timeout.
+		waitGangPlacement(t, job, mlv1.GangPlacementNone)
 	}
 	_, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: files, ErrorIfPathMissing: true})
 	require.NoError(t, err)
@@ -101,6 +103,7 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 	pg, err := podGroup(t, volcanoPG, ns, "vc-0")
 	require.NoError(t, err, "PodGroup vc-0")
 	ownedBy(t, pg, get(t, job))
+	waitGangPlacement(t, job, mlv1.GangPlacementVolcano)
 	minMember, _, _ := unstructured.NestedInt64(pg.Object, "spec", "minMember")
 	assert.EqualValues(t, 2, minMember)
 	minRes, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "minResources")
@@ -137,6 +140,7 @@ func TestGangSchedulerPodGroups(t *testing.T) {
 	require.NoError(t, err, "PodGroup cs-0")
 	minMember, _, _ = unstructured.NestedInt64(pg.Object, "spec", "minMember")
 	assert.EqualValues(t, 3, minMember, "ranks and parameter servers")
+	waitGangPlacement(t, job, mlv1.GangPlacementCoscheduling)
 	_, found, _ := unstructured.NestedFieldNoCopy(pg.Object, "spec", "priorityClassName")
 	assert.False(t, found, "scheduler-plugins' PodGroup has no priorityClassName (the pods carry it)")
 	for _, p := range pods(t, job) {

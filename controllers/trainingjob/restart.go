@@ -86,5 +86,5 @@ func (r *Reconciler) restart(p *pass, d decision) {
 	}
 	p.event(eventType, d.reason, "%s", msg)
 	ns, reason := job.Namespace, d.reason
-	p.after = append(p.after, func() { jobRestarts.WithLabelValues(ns, reason).Inc() })
+	p.after = append(p.after, func() { jobRestarts.WithLabelValues(ns, ns, reason).Inc() })
 }

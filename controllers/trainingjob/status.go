@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // observeWorkers fills workers, workerStatuses, allocatedGPUs and
@@ -99,6 +100,13 @@ func createdCondition(job *mlv1.TrainingJob) metav1.Condition {
 		Reason: mlv1.ReasonResourcesCreated, Message: msg, ObservedGeneration: job.Generation}
 }
 
+// createRefusedCondition is Created=False when the API server refused to
+// create the Service, ConfigMap or checkpoint PVC, quoting it.
+func createRefusedCondition(job *mlv1.TrainingJob, err error) metav1.Condition {
+	return metav1.Condition{Type: mlv1.TrainingJobCreated, Status: metav1.ConditionFalse,
+		Reason: mlv1.ReasonFailedCreate, Message: err.Error(), ObservedGeneration: job.Generation}
+}
+
 // runningCondition is Running=True when every rank runs, else False with why.
 func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 	st := &job.Status
@@ -143,6 +151,46 @@ func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condi
 	}
 	return c
 }
+
+// failedCreateCondition turns a Running=False WorkersPending condition into
+// Running=False FailedCreate when the API server refused a pod create of
+// this pass (refused is its answer). Any other condition is returned
+// unchanged.
+func failedCreateCondition(c metav1.Condition, refused string) metav1.Condition {
+	if refused == "" || c.Status != metav1.ConditionFalse || c.Reason != mlv1.ReasonWorkersPending {
+		return c
+	}
+	c.Reason = mlv1.ReasonFailedCreate
+	c.Message = fmt.Sprintf("%s; the API server refused to create a pod: %s", c.Message, refused)
+	return c
+}
+
+// cannotStartCondition turns a Running=False WorkersPending condition into
+// Running=False ContainerCannotStart when a rank's container waits on
+// something the kubelet cannot get past by itself (a root image under
+// runAsNonRoot, an image it cannot pull), quoting the kubelet and naming
+// the lowest such rank. Any other condition is returned unchanged.
+func cannotStartCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condition {
+	if c.Status != metav1.ConditionFalse || c.Reason != mlv1.ReasonWorkersPending {
+		return c
+	}
+	for _, p := range sortedByRank(pods) {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if msg, ok := podsecurity.NotStarting(p, runAsNonRootFix); ok {
+			c.Reason = mlv1.ReasonContainerCannotStart
+			c.Message = fmt.Sprintf("%s; rank %d (pod %s) cannot start: %s", c.Message, rankOf(p), p.Name, msg)
+			return c
+		}
+	}
+	return c
+}
+
+// runAsNonRootFix is what to do when the kubelet refuses an image under
+// runAsNonRoot.
+const runAsNonRootFix = "the image runs as root or as a user name: use an image with a numeric non-root USER, " +
+	"or set spec.template.podSecurityContext.runAsUser, or ask the admin for --pod-run-as-user"
 
 // succeededCondition is Succeeded=True once the job completed.
 func succeededCondition(job *mlv1.TrainingJob, reason, message string) metav1.Condition {
@@ -236,5 +284,5 @@ func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
 		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
 	}
-	setCondition(st, unschedulableCondition(runningCondition(job), pods), now)
+	setCondition(st, failedCreateCondition(cannotStartCondition(unschedulableCondition(runningCondition(job), pods), pods), p.refusedPods), now)
 }

@@ -76,6 +76,6 @@ func TestRefusedCreateEndsThePassQuietly(t *testing.T) {
 func reconcileErrorsOf(t *testing.T, ns string) float64 {
 	t.Helper()
 	m := &dto.Metric{}
-	require.NoError(t, reconcileErrors.WithLabelValues(ns).Write(m))
+	require.NoError(t, reconcileErrors.WithLabelValues(ns, ns).Write(m))
 	return m.GetCounter().GetValue()
 }

@@ -42,6 +42,17 @@ replacements:
       kind: ClusterServiceVersion
     fieldPaths:
     - metadata.annotations.containerImage
+$(if $(PREVIOUS_VERSION),$(CSV_REPLACES_PATCH))
+endef
+# spec.replaces of the CSV: the previous release, as the channel entries say.
+define CSV_REPLACES_PATCH
+patches:
+- target:
+    kind: ClusterServiceVersion
+  patch: |-
+    - op: add
+      path: /spec/replaces
+      value: ml-operator.v$(PREVIOUS_VERSION)
 endef
 
 ##@ Bundle and catalog
@@ -94,7 +105,7 @@ bundle-push: ## Push the bundle image BUNDLE_IMG.
 .PHONY: catalog-build
 catalog-build: opm catalog-validate ## Build the catalog image CATALOG_IMG from catalog/ (opm serve base image).
 	rm -f $(CATALOG_DIR).Dockerfile
-	$(OPM) generate dockerfile $(CATALOG_DIR) --base-image quay.io/operator-framework/opm:$(OPM_VERSION)
+	$(OPM) generate dockerfile $(CATALOG_DIR) --builder-image quay.io/operator-framework/opm:$(OPM_VERSION) --base-image quay.io/operator-framework/opm:$(OPM_VERSION)
 	$(CONTAINER_TOOL) build -f $(CATALOG_DIR).Dockerfile -t $(CATALOG_IMG) .
 
 .PHONY: catalog-push

@@ -9,7 +9,7 @@
 COREDNS ?= $(LOCALBIN)/coredns
 REALNODE_WORKDIR ?= $(shell pwd)/.realnode
 REALNODE_FLAGS ?=
-E2E_REAL_TIMEOUT ?= 30m
+E2E_REAL_TIMEOUT ?= 45m
 E2E_REAL_FLAGS ?=
 # TestOperator/Workloads runs its four workloads side by side (mostly
 # waiting); go test's default -parallel is GOMAXPROCS, 2 on CI.

@@ -119,16 +119,31 @@ componentsPatches:
 }
 
 // writeKwokConfig writes the Stages of the repository plus the cluster's
-// address configuration into the workdir, for kwokctl --config.
+// address configuration into the workdir, for kwokctl --config. The Stages
+// file's own KwokConfiguration (the fallback for the file used on its own)
+// is left out: kwok would read it instead of the cluster's.
 func (a Addresses) writeKwokConfig(repoRoot, workdir string) (string, error) {
 	stages, err := os.ReadFile(filepath.Join(repoRoot, StagesFile))
 	if err != nil {
 		return "", fmt.Errorf("reading the kwok stages: %w", err)
 	}
 	path := filepath.Join(workdir, "kwok-config.yaml")
-	content := strings.TrimRight(string(stages), "\n") + "\n" + a.kwokConfig()
+	content := withoutKwokConfiguration(string(stages)) + "\n" + a.kwokConfig()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return "", err
 	}
 	return path, nil
+}
+
+// withoutKwokConfiguration drops the KwokConfiguration documents from a
+// multi-document YAML file.
+func withoutKwokConfiguration(content string) string {
+	docs := strings.Split(content, "\n---\n")
+	kept := docs[:0]
+	for _, d := range docs {
+		if !strings.Contains(d, "\nkind: KwokConfiguration\n") {
+			kept = append(kept, d)
+		}
+	}
+	return strings.TrimRight(strings.Join(kept, "\n---\n"), "\n")
 }

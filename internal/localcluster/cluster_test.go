@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
+	"net/netip"
 	"path/filepath"
 	"testing"
 
@@ -121,10 +123,23 @@ func TestStagesFileParses(t *testing.T) {
 	objs, err := manifests.Read(filepath.Join("..", "..", StagesFile))
 	require.NoError(t, err)
 	names := map[string]bool{}
+	kwokConfigs := 0
 	for _, o := range objs {
+		if o.GetKind() == "KwokConfiguration" {
+			// The fallback for the file used on its own: loopback only.
+			kwokConfigs++
+			cidr, _, _ := unstructured.NestedString(o.Object, "options", "cidr")
+			nodeIP, _, _ := unstructured.NestedString(o.Object, "options", "nodeIP")
+			prefix, err := netip.ParsePrefix(cidr)
+			require.NoError(t, err, "options.cidr")
+			assert.True(t, Loopback.Contains(prefix.Addr()) && prefix.Bits() >= Loopback.Bits(), "options.cidr %s is not inside 127.0.0.0/8", cidr)
+			assert.True(t, IsLoopback(nodeIP), "options.nodeIP %s", nodeIP)
+			continue
+		}
 		assert.Equal(t, "Stage", o.GetKind())
 		names[o.GetName()] = true
 	}
+	assert.Equal(t, 1, kwokConfigs, "one KwokConfiguration with loopback addresses")
 	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready",
 		"trainingjob-worker-complete", "trainingjob-worker-fail", "trainingjob-worker-evict", "pod-delete"} {
 		assert.True(t, names[want], "stage %s", want)
@@ -150,4 +165,27 @@ func TestFilterWebhooksKeepsOnlyServedPaths(t *testing.T) {
 	hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
 	require.Len(t, hooks, 1, "an unserved webhook would make the API server refuse every write it covers")
 	assert.Equal(t, "vmodeldeployment-v1.kb.io", hooks[0].(map[string]any)["name"])
+}
+
+// The file kwokctl reads holds one KwokConfiguration, the cluster's own:
+// the Stages file's fallback is left out, or kwok would use it instead.
+func TestKwokConfigFileHasOnlyTheClustersAddresses(t *testing.T) {
+	a := AddressesFor("/work/x", "c")
+	path, err := a.writeKwokConfig(filepath.Join("..", ".."), t.TempDir())
+	require.NoError(t, err)
+	objs, err := manifests.Read(path)
+	require.NoError(t, err)
+	var cidrs []string
+	stages := 0
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "KwokConfiguration":
+			cidr, _, _ := unstructured.NestedString(o.Object, "options", "cidr")
+			cidrs = append(cidrs, cidr)
+		case "Stage":
+			stages++
+		}
+	}
+	assert.Equal(t, []string{fmt.Sprintf("%s/%d", a.PodCIDR.Addr().Next(), a.PodCIDR.Bits())}, cidrs)
+	assert.Positive(t, stages)
 }

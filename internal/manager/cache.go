@@ -5,6 +5,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
 )
 
 // The informer cache holds every object the controllers watch for as long as
@@ -21,7 +23,8 @@ import (
 // Namespaces are the one kind cached without a label selector (they are not
 // ours): the controllers watch their metadata only, to see a namespace being
 // deleted before they create anything in it, and a cached namespace keeps
-// only its name, UID, resourceVersion and deletion timestamp (trimNamespace).
+// only its name, UID, resourceVersion, deletion timestamp and Istio mesh
+// labels (trimNamespace).
 var (
 	stripManagedFields = cache.TransformStripManagedFields()
 )
@@ -87,12 +90,22 @@ func transformNamespace(obj any) (any, error) {
 }
 
 // trimNamespace keeps what the controllers read from a namespace's metadata:
-// its deletion timestamp (controllers/namespaces), and the identity an
-// informer needs. Labels and annotations (a last-applied-configuration can
-// be large) are dropped.
+// its deletion timestamp (controllers/namespaces), the Istio mesh labels
+// router auto reads (modeldeployment.NamespaceLabels), and the identity an
+// informer needs. Other labels and the annotations (a
+// last-applied-configuration can be large) are dropped.
 func trimNamespace(ns *metav1.PartialObjectMetadata) *metav1.PartialObjectMetadata {
+	var labels map[string]string
+	for _, k := range modeldeployment.NamespaceLabels {
+		if v, ok := ns.Labels[k]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+		}
+	}
 	return &metav1.PartialObjectMetadata{TypeMeta: ns.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, DeletionTimestamp: ns.DeletionTimestamp,
+		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, DeletionTimestamp: ns.DeletionTimestamp, Labels: labels,
 	}}
 }
 

@@ -96,14 +96,15 @@ func TestTransformObjectStripsManagedFieldsOnly(t *testing.T) {
 	assert.Equal(t, tomb, out)
 }
 
-// A cached namespace's metadata keeps its identity and deletion timestamp
-// only; a full Namespace (which no controller caches) passes as is.
+// A cached namespace's metadata keeps its identity, deletion timestamp and
+// Istio mesh labels only; a full Namespace (which no controller caches)
+// passes as is.
 func TestTransformNamespaceKeepsTheDeletionTimestamp(t *testing.T) {
 	now := metav1.Now()
 	in := &metav1.PartialObjectMetadata{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "u1", ResourceVersion: "7", DeletionTimestamp: &now,
-			Labels:        map[string]string{corev1.LabelMetadataName: "team-a"},
+			Labels:        map[string]string{corev1.LabelMetadataName: "team-a", "istio-injection": "enabled", "istio.io/rev": "canary"},
 			Annotations:   map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"json"}`},
 			Finalizers:    []string{"kubernetes"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
@@ -111,9 +112,15 @@ func TestTransformNamespaceKeepsTheDeletionTimestamp(t *testing.T) {
 	out, err := transformNamespace(in.DeepCopy())
 	require.NoError(t, err)
 	assert.Equal(t, &metav1.PartialObjectMetadata{
-		TypeMeta:   in.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "u1", ResourceVersion: "7", DeletionTimestamp: &now},
-	}, out)
+		TypeMeta: in.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "u1", ResourceVersion: "7", DeletionTimestamp: &now,
+			Labels: map[string]string{"istio-injection": "enabled", "istio.io/rev": "canary"}},
+	}, out, "router auto reads the Istio mesh labels; other labels are dropped")
+	plain := in.DeepCopy()
+	plain.Labels = map[string]string{"team": "a"}
+	out, err = transformNamespace(plain)
+	require.NoError(t, err)
+	assert.Nil(t, out.(*metav1.PartialObjectMetadata).Labels)
 
 	full := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"x": "y"}}}
 	out, err = transformNamespace(full.DeepCopy())

@@ -3,7 +3,12 @@ package manager
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // mapFlag parses key=value[,key=value] into a map; it may be repeated.
@@ -33,5 +38,74 @@ func (m mapFlag) Set(s string) error {
 		}
 		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
+	return nil
+}
+
+// gatewayFlag parses namespace/name[/sectionName] into a Gateway reference.
+type gatewayFlag struct{ ref **mlv1.GatewayReference }
+
+func (g gatewayFlag) String() string {
+	if g.ref == nil || *g.ref == nil {
+		return ""
+	}
+	r := *g.ref
+	s := r.Namespace + "/" + r.Name
+	if r.SectionName != "" {
+		s += "/" + r.SectionName
+	}
+	return s
+}
+
+func (g gatewayFlag) Set(s string) error {
+	if s == "" {
+		*g.ref = nil
+		return nil
+	}
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] == "") {
+		return fmt.Errorf("%q is not namespace/name or namespace/name/sectionName", s)
+	}
+	for _, p := range parts[:2] {
+		if errs := validation.IsDNS1123Subdomain(p); len(errs) > 0 {
+			return fmt.Errorf("%q: %s", p, strings.Join(errs, "; "))
+		}
+	}
+	r := &mlv1.GatewayReference{Namespace: parts[0], Name: parts[1]}
+	if len(parts) == 3 {
+		r.SectionName = parts[2]
+	}
+	*g.ref = r
+	return nil
+}
+
+// idFlag is an optional user or group ID: empty (the default) leaves it
+// unset.
+type idFlag struct {
+	id **int64
+	// auto is cleared by any value, so the admin's choice (an empty one
+	// too) replaces the cluster-dependent default.
+	auto *bool
+}
+
+func (f idFlag) String() string {
+	if f.id == nil || *f.id == nil {
+		return ""
+	}
+	return strconv.FormatInt(**f.id, 10)
+}
+
+func (f idFlag) Set(s string) error {
+	if f.auto != nil {
+		*f.auto = false
+	}
+	if s == "" {
+		*f.id = nil
+		return nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not a numeric ID", s)
+	}
+	*f.id = &n
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,7 +50,21 @@ func clientConfig(cfg *rest.Config, opts *Options) *rest.Config {
 
 // New builds the manager with every controller and webhook registered.
 func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
+	if err := opts.PodSecurity.Validate(); err != nil {
+		return nil, err
+	}
 	cfg = clientConfig(cfg, opts)
+	if opts.PodSecurity.AutoIDs {
+		openShift, err := IsOpenShift(cfg)
+		if err != nil {
+			return nil, err
+		}
+		o := *opts
+		o.PodSecurity = opts.PodSecurity.ForCluster(openShift)
+		opts = &o
+		ctrl.Log.WithName("setup").Info("pod security defaults chosen for the cluster", "openShift", openShift,
+			"runAsUser", ptrString(opts.PodSecurity.RunAsUser))
+	}
 
 	metricsOpts := metricsserver.Options{
 		BindAddress:   opts.MetricsBindAddress(),
@@ -143,4 +158,34 @@ func Run(ctx context.Context, cfg *rest.Config, opts *Options) error {
 	log.Info("starting manager", "pid", os.Getpid(), "leaderElection", opts.LeaderElect,
 		"qps", opts.QPS, "burst", opts.Burst, "webhooks", opts.EnableWebhooks)
 	return mgr.Start(ctx)
+}
+
+// openShiftSecurityGroup is the API group of OpenShift's
+// SecurityContextConstraints: served only on OpenShift.
+const openShiftSecurityGroup = "security.openshift.io"
+
+// IsOpenShift says whether the API server serves OpenShift's
+// SecurityContextConstraints group.
+func IsOpenShift(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("discovery client: %w", err)
+	}
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		return false, fmt.Errorf("listing the API groups (to choose the pod security defaults): %w", err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name == openShiftSecurityGroup {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func ptrString(p *int64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
 }

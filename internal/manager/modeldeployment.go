@@ -14,8 +14,8 @@ import (
 	"github.com/ml-operator/ml-operator/internal/netguard"
 )
 
-// routerDetectionInterval is how often traffic.router auto re-checks which
-// router CRDs are installed.
+// routerDetectionInterval is how often the router detector re-checks which
+// router APIs are served.
 const routerDetectionInterval = time.Minute
 
 // setupModelDeployment registers the ModelDeployment controller, its router
@@ -38,11 +38,21 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Recorder: mgr.GetEventRecorder(modeldeployment.ControllerName),
 		Clock:    clock.RealClock{},
 		Routers:  routers,
+		Routing:  modeldeployment.RoutingDefaults{Gateway: opts.DefaultGateway, IstioMesh: opts.IstioMesh},
+		// The same defaults as the workers' (internal/podsecurity).
+		PodSecurity: opts.PodSecurity,
 	}
 	if opts.PrometheusURL != "" {
-		var rt http.RoundTripper // promapi's default transport
+		base := http.DefaultTransport.(*http.Transport)
 		if opts.DialLoopbackOnly {
-			rt = netguard.Transport(true, 2*time.Second, true)
+			base = netguard.Transport(true, 2*time.Second, true)
+		}
+		rt, err := prometheus.Transport(base, prometheus.Auth{
+			BearerTokenFile: opts.PrometheusBearerTokenFile,
+			CAFile:          opts.PrometheusCAFile,
+		})
+		if err != nil {
+			return err
 		}
 		src, err := prometheus.NewHTTPSource(opts.PrometheusURL, rt)
 		if err != nil {

@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
 // Options are the manager's command-line settings.
@@ -56,8 +58,24 @@ type Options struct {
 	// DefaultImages are the per-framework images used when a TrainingJob
 	// names none (framework=image,...).
 	DefaultImages map[string]string
+	// PodSecurity are the security defaults of the pods the operator
+	// creates (workers, model servers) when their owner sets none.
+	PodSecurity podsecurity.Defaults
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
+	// PrometheusBearerTokenFile and PrometheusCAFile authenticate to
+	// Prometheus (a Thanos querier behind an authenticating proxy) and
+	// verify its certificate.
+	PrometheusBearerTokenFile string
+	PrometheusCAFile          string
+	// DefaultGateway is the Gateway API Gateway a ModelDeployment's HTTPRoute
+	// attaches to when its spec names none; with it, router auto picks the
+	// Gateway API.
+	DefaultGateway *mlv1.GatewayReference
+	// IstioMesh says every namespace's clients are in Istio's mesh, so
+	// router auto picks Istio whenever it is installed, not only in
+	// namespaces labeled for sidecar injection.
+	IstioMesh bool
 	// SyncPeriod is the informers' resync period.
 	SyncPeriod time.Duration
 	// PlacementTimeout is the placementTimeout of TrainingJobs that set
@@ -89,6 +107,7 @@ func NewOptions() *Options {
 		WebhookPort:             9443,
 		GPUNodeSelector:         map[string]string{},
 		DefaultImages:           DefaultFrameworkImages(),
+		PodSecurity:             podsecurity.NewDefaults(),
 		SyncPeriod:              10 * time.Hour,
 		PlacementTimeout:        trainingjob.DefaultPlacementTimeout,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
@@ -152,7 +171,23 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to (all when empty).")
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
+	fs.Var(idFlag{&o.PodSecurity.RunAsUser, &o.PodSecurity.AutoIDs}, "pod-run-as-user",
+		"runAsUser of the worker and model server pods whose owner sets no pod security context. Unset (with --pod-run-as-group and --pod-fs-group): 1000 for all three, except on OpenShift (security.openshift.io served), where none is fixed and restricted-v2 assigns one from the namespace's range. Set to empty: none on every cluster (the image's numeric USER runs).")
+	fs.Var(idFlag{&o.PodSecurity.RunAsGroup, &o.PodSecurity.AutoIDs}, "pod-run-as-group",
+		"runAsGroup of those pods (see --pod-run-as-user for unset and empty).")
+	fs.Var(idFlag{&o.PodSecurity.FSGroup, &o.PodSecurity.AutoIDs}, "pod-fs-group",
+		"fsGroup of those pods, so volumes are writable by that group (see --pod-run-as-user for unset and empty).")
+	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
+		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
+		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")
+	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,
+		"File with PEM CA certificates that verify Prometheus' serving certificate (the system roots when empty).")
+	fs.Var(gatewayFlag{&o.DefaultGateway}, "default-gateway",
+		"Gateway API Gateway (namespace/name[/sectionName]) a ModelDeployment's HTTPRoute attaches to when spec.traffic.gateway is unset; with it, traffic.router auto picks the Gateway API.")
+	fs.BoolVar(&o.IstioMesh, "istio-mesh", o.IstioMesh,
+		"Every namespace's clients are in Istio's mesh: traffic.router auto picks Istio whenever it is installed, not only in namespaces labeled istio-injection=enabled or istio.io/rev.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Informer resync period.")
 	fs.DurationVar(&o.PlacementTimeout, "placement-timeout", o.PlacementTimeout,
 		"How long a TrainingJob's ranks may stay unschedulable, without a gang scheduler, before the whole gang is released and retried, for jobs that set no spec.scheduling.placementTimeout; 0 means never (10s..24h otherwise).")

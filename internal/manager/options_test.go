@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // logLine parses args into fresh options, logs one line with their logger
@@ -72,4 +74,66 @@ func TestClientRateLimits(t *testing.T) {
 	}
 	assert.Equal(t, float32(5), in.QPS, "the caller's config is left alone")
 	assert.Equal(t, 10, NewOptions().MaxConcurrentReconciles, "concurrent reconciles per controller")
+}
+
+// --default-gateway takes namespace/name[/sectionName] and refuses anything
+// else, naming the rule; --istio-mesh is a plain switch.
+func TestRoutingFlags(t *testing.T) {
+	parse := func(args ...string) (*Options, error) {
+		o := NewOptions()
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		o.BindFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	require.NoError(t, err)
+	assert.Nil(t, o.DefaultGateway)
+	assert.False(t, o.IstioMesh)
+
+	o, err = parse("--default-gateway=gateways/models/https", "--istio-mesh")
+	require.NoError(t, err)
+	assert.Equal(t, &mlv1.GatewayReference{Namespace: "gateways", Name: "models", SectionName: "https"}, o.DefaultGateway)
+	assert.True(t, o.IstioMesh)
+	o, err = parse("--default-gateway=gateways/models")
+	require.NoError(t, err)
+	assert.Equal(t, &mlv1.GatewayReference{Namespace: "gateways", Name: "models"}, o.DefaultGateway)
+
+	for _, bad := range []string{"models", "gateways/", "/models", "a/b/c/d", "Gate_ways/models"} {
+		_, err := parse("--default-gateway=" + bad)
+		assert.Error(t, err, bad)
+	}
+	_, err = parse("--default-gateway=models")
+	assert.ErrorContains(t, err, "is not namespace/name or namespace/name/sectionName")
+}
+
+// The pod security defaults: no IDs and HOME at /home/ml-operator unless
+// the --pod-* flags say otherwise; an empty --pod-home turns HOME off.
+func TestPodSecurityFlags(t *testing.T) {
+	parse := func(args ...string) *Options {
+		o := NewOptions()
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		o.BindFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		return o
+	}
+	o := parse()
+	assert.Nil(t, o.PodSecurity.RunAsUser)
+	assert.Nil(t, o.PodSecurity.RunAsGroup)
+	assert.Nil(t, o.PodSecurity.FSGroup)
+	assert.True(t, o.PodSecurity.AutoIDs, "unset: the cluster chooses (manager.New)")
+	assert.Equal(t, "/home/ml-operator", o.PodSecurity.Home)
+	o = parse("--pod-run-as-user=")
+	assert.False(t, o.PodSecurity.AutoIDs, "an empty ID is the admin's choice: none on every cluster")
+	assert.Nil(t, o.PodSecurity.RunAsUser)
+
+	o = parse("--pod-run-as-user=1000", "--pod-run-as-group=0", "--pod-fs-group=1000", "--pod-home=")
+	assert.Equal(t, []int64{1000, 0, 1000}, []int64{*o.PodSecurity.RunAsUser, *o.PodSecurity.RunAsGroup, *o.PodSecurity.FSGroup})
+	assert.Empty(t, o.PodSecurity.Home)
+
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	NewOptions().BindFlags(fs)
+	assert.Error(t, fs.Parse([]string{"--pod-run-as-user=nobody"}))
+	_, err := New(&rest.Config{Host: "https://example:6443"}, parse("--pod-run-as-user=0"))
+	assert.EqualError(t, err, "--pod-run-as-user 0: must be 1 or more (runAsNonRoot refuses user 0)")
 }

@@ -26,6 +26,7 @@ func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
 	return trainingjob.Setup(context.Background(), mgr, trainingjob.Config{
 		DefaultImages:           opts.DefaultImages,
 		GPUNodeSelector:         opts.GPUNodeSelector,
+		PodSecurity:             opts.PodSecurity,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Scraper:                 scraper,
 		MLflow:                  tracking,

@@ -481,8 +481,8 @@ func (r *run) checkJobs(ctx context.Context) {
 		}
 		// The pods seen must not come from more attempts than the status counts.
 		for a := range r.pods.attemptsSeen(namespace + "/" + p.name) {
-			if n, err := strconv.Atoi(a); err != nil || int32(n) > got.restarts+got.disruptions {
-				r.bad.add("%s: pods of attempt %q seen, status counts %d restarts and %d disruptions", p.name, a, got.restarts, got.disruptions)
+			if n, err := strconv.Atoi(a); err != nil || int32(n) > j.Status.Attempt() {
+				r.bad.add("%s: pods of attempt %q seen, status counts %d restarts, %d disruptions and %d placement timeouts", p.name, a, got.restarts, got.disruptions, j.Status.PlacementTimeouts)
 			}
 		}
 		ok++

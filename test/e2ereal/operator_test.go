@@ -57,6 +57,7 @@ func TestOperator(t *testing.T) {
 			"ServingTwoVersionsThenRollback":             testServing,
 			"SeedExamples":                               testSeedExamples,
 			"WebhookCertificateRenewedUnderLoad":         testCertificateRenewalUnderLoad,
+			"RestrictedNamespace":                        testRestrictedNamespace,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()

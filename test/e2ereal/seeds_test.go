@@ -183,8 +183,9 @@ type seedOutcome struct {
 // mnist-training's script is not in the image: its ranks exit 2, and the
 // gang is restarted backoffLimit (3) times, then fails. pytorch-mnist asks
 // for 2 CPUs per rank, 4 in all, on a node of 2: it waits and says why
-// (docs/trainingjob.md, "Waiting for capacity"); only
-// runPolicy.activeDeadlineSeconds would end that wait.
+// (docs/trainingjob.md, "Waiting for capacity"), is released and retried
+// after placementTimeout (10 min); only runPolicy.activeDeadlineSeconds
+// would end that wait.
 var seedOutcomes = []seedOutcome{
 	{file: "trainingjob-v1-test-job.yaml", state: mlv1.StateCompleted, reason: mlv1.ReasonAllWorkersSucceeded},
 	{file: "trainingjob-v1alpha1-mnist-training.yaml", state: mlv1.StateFailed, reason: mlv1.ReasonBackoffLimitExceeded,
@@ -245,7 +246,8 @@ func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 		key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}
 		got := &mlv1.TrainingJob{}
 		var cond *metav1.Condition
-		err := poll(6*time.Minute, func() bool {
+		// The first seed's wait includes pulling the 1.35 GB image.
+		err := poll(12*time.Minute, func() bool {
 			if opClient.Get(ctx, key, got) != nil {
 				return false
 			}
@@ -307,7 +309,11 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 		return false
 	}
 	err := poll(2*time.Minute, func() bool {
-		return pulling() && opClient.Get(ctx, key, got) == nil && got.Status.ObservedGeneration == got.Generation && len(got.Status.ActiveVersions) > 0
+		if !pulling() || opClient.Get(ctx, key, got) != nil || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
+			return false
+		}
+		h := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
+		return h != nil && h.Status == metav1.ConditionFalse
 	})
 	t.Logf("seed ModelDeployment %s: phase %q, router %s, url %s, versions %+v", key, got.Status.Phase, got.Status.Router, got.Status.URL, got.Status.ActiveVersions)
 	for _, c := range got.Status.Conditions {
@@ -321,6 +327,13 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 	ready := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentReady)
 	require.NotNil(t, ready)
 	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	// An image that cannot be pulled is not healthy, even before any pod
+	// was Ready (the real node showed Healthy=True here once).
+	healthy := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
+	require.NotNil(t, healthy)
+	require.Equal(t, metav1.ConditionFalse, healthy.Status, "%s: %s", healthy.Reason, healthy.Message)
+	require.Equal(t, mlv1.ReasonContainerCannotStart, healthy.Reason)
+	require.Regexp(t, `ErrImagePull|ImagePullBackOff`, healthy.Message)
 }
 
 // podWhy says why a pod is not running: the scheduler's or the kubelet's

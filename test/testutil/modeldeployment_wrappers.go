@@ -66,3 +66,12 @@ func (w *ModelDeploymentWrapper) Gateway(namespace, name string, hostnames ...st
 	w.Spec.Traffic.Hostnames = hostnames
 	return w
 }
+
+// AnalysisPreset sets spec.rollout.analysis.preset.
+func (w *ModelDeploymentWrapper) AnalysisPreset(p mlv1.AnalysisPreset) *ModelDeploymentWrapper {
+	if w.Spec.Rollout.Analysis == nil {
+		w.Spec.Rollout.Analysis = &mlv1.AnalysisSpec{}
+	}
+	w.Spec.Rollout.Analysis.Preset = p
+	return w
+}

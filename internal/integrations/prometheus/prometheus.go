@@ -1,5 +1,6 @@
 // Package prometheus reads a ModelDeployment version's serving metrics (request
-// rate, error rate, latency) from a Prometheus server through its HTTP API.
+// rate, error rate, latency) from a Prometheus server through its HTTP API,
+// with queries from a preset per model server (presets.go) or the user's.
 // Source is what the ModelDeployment controller calls; HTTPSource asks
 // Prometheus. What the numbers mean for a rollout is the controller's.
 package prometheus
@@ -20,31 +21,23 @@ import (
 type VersionMetrics struct {
 	// RequestsPerSecond served by the version.
 	RequestsPerSecond float64
-	// ErrorRate is the share (0..1) of requests answered with a 5xx code;
-	// only meaningful when RequestsPerSecond > 0.
-	ErrorRate float64
+	// ErrorRate is the share (0..1) of failed requests; HasErrorRate says
+	// whether the server's metrics answered it (KServe's runtimes count no
+	// errors). Only meaningful when RequestsPerSecond > 0.
+	ErrorRate    float64
+	HasErrorRate bool
 	// AverageLatencyMs is the mean request latency; HasLatency says whether
-	// the server exports a latency histogram at all.
+	// the server's metrics answered it.
 	AverageLatencyMs float64
 	HasLatency       bool
 }
 
-// Source reads a version's serving metrics. HTTPSource asks Prometheus;
-// tests may serve canned results.
+// Source reads a version's serving metrics with rendered queries
+// (Queries.Render). HTTPSource asks Prometheus; tests may serve canned
+// results.
 type Source interface {
-	VersionMetrics(ctx context.Context, namespace, modelDeployment, version string) (VersionMetrics, error)
+	VersionMetrics(ctx context.Context, q Queries) (VersionMetrics, error)
 }
-
-// The PromQL the operator asks, per version. Model servers are expected to
-// export the conventional http_requests_total{code} counter and the
-// http_request_duration_seconds histogram; Prometheus' usual Kubernetes pod
-// scrape config adds the namespace and pod labels the queries select on.
-// %[1]s is the namespace, %[2]s the pod-name regex of the version's Deployment.
-const (
-	QueryRequestsPerSecond = `sum(rate(http_requests_total{namespace="%[1]s",pod=~"%[2]s"}[1m]))`
-	QueryErrorRate         = `sum(rate(http_requests_total{namespace="%[1]s",pod=~"%[2]s",code=~"5.."}[1m])) / sum(rate(http_requests_total{namespace="%[1]s",pod=~"%[2]s"}[1m]))`
-	QueryAverageLatencyMs  = `1000 * sum(rate(http_request_duration_seconds_sum{namespace="%[1]s",pod=~"%[2]s"}[1m])) / sum(rate(http_request_duration_seconds_count{namespace="%[1]s",pod=~"%[2]s"}[1m]))`
-)
 
 // HTTPSource reads VersionMetrics from a Prometheus server with the
 // official HTTP API client.
@@ -66,27 +59,30 @@ func NewHTTPSource(address string, roundTripper http.RoundTripper) (*HTTPSource,
 	return &HTTPSource{API: promv1.NewAPI(c), Timeout: 5 * time.Second}, nil
 }
 
-// podRegex matches the pods of Deployment <md>-<version>: <deployment>-<rs hash>-<pod suffix>.
-func podRegex(md, version string) string {
-	return fmt.Sprintf("%s-%s-[a-z0-9]+-[a-z0-9]+", md, version)
-}
-
-// VersionMetrics implements Source.
-func (p *HTTPSource) VersionMetrics(ctx context.Context, namespace, md, version string) (VersionMetrics, error) {
+// VersionMetrics implements Source: the request rate first, and the other
+// two only when it answered (no data is no traffic yet); an empty query is
+// not asked.
+func (p *HTTPSource) VersionMetrics(ctx context.Context, q Queries) (VersionMetrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	pods := podRegex(md, version)
 	var m VersionMetrics
-	rps, ok, err := p.scalar(ctx, fmt.Sprintf(QueryRequestsPerSecond, namespace, pods))
+	if q.RequestRate == "" {
+		return m, nil
+	}
+	rps, ok, err := p.scalar(ctx, q.RequestRate)
 	if err != nil || !ok {
 		return m, err
 	}
 	m.RequestsPerSecond = rps
-	if m.ErrorRate, _, err = p.scalar(ctx, fmt.Sprintf(QueryErrorRate, namespace, pods)); err != nil {
-		return m, err
+	if q.ErrorRate != "" {
+		if m.ErrorRate, m.HasErrorRate, err = p.scalar(ctx, q.ErrorRate); err != nil {
+			return m, err
+		}
 	}
-	if m.AverageLatencyMs, m.HasLatency, err = p.scalar(ctx, fmt.Sprintf(QueryAverageLatencyMs, namespace, pods)); err != nil {
-		return m, err
+	if q.LatencyMs != "" {
+		if m.AverageLatencyMs, m.HasLatency, err = p.scalar(ctx, q.LatencyMs); err != nil {
+			return m, err
+		}
 	}
 	return m, nil
 }

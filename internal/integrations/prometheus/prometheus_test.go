@@ -2,7 +2,6 @@ package prometheus_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -17,8 +16,15 @@ import (
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus/prometheustest"
 )
 
-// The three queries select the version's pods by namespace and the
-// Deployment's pod-name pattern, and their answers fill VersionMetrics.
+func generic(t *testing.T) prometheus.Queries {
+	t.Helper()
+	q, err := prometheus.PresetQueries("generic")
+	require.NoError(t, err)
+	return q.Render("team-a", prometheus.PodRegex("llm", "v2"), "1m")
+}
+
+// The three rendered queries are asked in order (request rate first) and
+// their answers fill VersionMetrics.
 func TestVersionMetrics(t *testing.T) {
 	var mu sync.Mutex
 	var asked []string
@@ -37,19 +43,33 @@ func TestVersionMetrics(t *testing.T) {
 	})
 	src, err := prometheus.NewHTTPSource(srv.URL, nil)
 	require.NoError(t, err)
-	m, err := src.VersionMetrics(context.Background(), "team-a", "llm", "v2")
+	q := generic(t)
+	m, err := src.VersionMetrics(context.Background(), q)
 	require.NoError(t, err)
-	assert.Equal(t, prometheus.VersionMetrics{RequestsPerSecond: 12.5, ErrorRate: 0.02, AverageLatencyMs: 40, HasLatency: true}, m)
-	pods := `pod=~"llm-v2-[a-z0-9]+-[a-z0-9]+"`
-	assert.Equal(t, []string{
-		fmt.Sprintf(prometheus.QueryRequestsPerSecond, "team-a", "llm-v2-[a-z0-9]+-[a-z0-9]+"),
-		fmt.Sprintf(prometheus.QueryErrorRate, "team-a", "llm-v2-[a-z0-9]+-[a-z0-9]+"),
-		fmt.Sprintf(prometheus.QueryAverageLatencyMs, "team-a", "llm-v2-[a-z0-9]+-[a-z0-9]+"),
-	}, asked)
+	assert.Equal(t, prometheus.VersionMetrics{RequestsPerSecond: 12.5, ErrorRate: 0.02, HasErrorRate: true, AverageLatencyMs: 40, HasLatency: true}, m)
+	assert.Equal(t, []string{q.RequestRate, q.ErrorRate, q.LatencyMs}, asked)
 	for _, q := range asked {
 		assert.Contains(t, q, `namespace="team-a"`)
-		assert.Contains(t, q, pods)
+		assert.Contains(t, q, `pod=~"llm-v2-[a-z0-9]+-[a-z0-9]+"`)
+		assert.Contains(t, q, `[1m]`)
+		assert.NotContains(t, q, "$")
 	}
+}
+
+// An empty query is not asked, and its measure stays unknown (KServe's
+// runtimes count no errors).
+func TestVersionMetricsSkipsEmptyQueries(t *testing.T) {
+	var asked []string
+	srv := prometheustest.NewServer(t, func(q string) (float64, bool) {
+		asked = append(asked, q)
+		return 2, true
+	})
+	src, err := prometheus.NewHTTPSource(srv.URL, nil)
+	require.NoError(t, err)
+	m, err := src.VersionMetrics(context.Background(), prometheus.Queries{RequestRate: "vector(2)", LatencyMs: "vector(2)"})
+	require.NoError(t, err)
+	assert.Equal(t, prometheus.VersionMetrics{RequestsPerSecond: 2, AverageLatencyMs: 2, HasLatency: true}, m)
+	assert.Equal(t, []string{"vector(2)", "vector(2)"}, asked)
 }
 
 // No traffic yet (an empty answer to the request rate) is no data, not an
@@ -59,7 +79,7 @@ func TestVersionMetricsWithoutData(t *testing.T) {
 	srv := prometheustest.NewServer(t, func(string) (float64, bool) { return 0, false })
 	src, err := prometheus.NewHTTPSource(srv.URL, nil)
 	require.NoError(t, err)
-	m, err := src.VersionMetrics(context.Background(), "ns", "md", "v1")
+	m, err := src.VersionMetrics(context.Background(), generic(t))
 	require.NoError(t, err)
 	assert.Equal(t, prometheus.VersionMetrics{}, m)
 
@@ -71,7 +91,7 @@ func TestVersionMetricsWithoutData(t *testing.T) {
 	})
 	src, err = prometheus.NewHTTPSource(srv.URL, nil)
 	require.NoError(t, err)
-	m, err = src.VersionMetrics(context.Background(), "ns", "md", "v1")
+	m, err = src.VersionMetrics(context.Background(), generic(t))
 	require.NoError(t, err)
 	assert.False(t, m.HasLatency)
 	assert.Equal(t, 3.0, m.RequestsPerSecond)
@@ -86,7 +106,7 @@ func TestVersionMetricsPrometheusDown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	src, err := prometheus.NewHTTPSource(srv.URL, nil)
 	require.NoError(t, err)
-	_, err = src.VersionMetrics(context.Background(), "ns", "md", "v1")
+	_, err = src.VersionMetrics(context.Background(), generic(t))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "http_requests_total")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -350,12 +351,67 @@ func TestMetricsServiceReachesTheManager(t *testing.T) {
 	if ep["port"] != metricsSvc.Spec.Ports[0].Name || ep["scheme"] != "https" {
 		t.Errorf("ServiceMonitor endpoint %v does not scrape port %q over https", ep, metricsSvc.Spec.Ports[0].Name)
 	}
-	if ep["honorLabels"] != true {
-		t.Error("ServiceMonitor must honor the manager's namespace label (honorLabels: true), or every per-namespace query is wrong")
-	}
 	if sm.GetNamespace() != metricsSvc.Namespace {
 		t.Errorf("ServiceMonitor is in %s, the Service in %s", sm.GetNamespace(), metricsSvc.Namespace)
 	}
+}
+
+// TestServiceMonitorScrapesWithATokenFromASecret: the ServiceMonitor works
+// under OpenShift user-workload monitoring, which refuses bearerTokenFile:
+// it sends the token of a Secret in its own namespace, a service-account
+// token Secret whose account is bound to the ClusterRole that may GET
+// /metrics. It keeps no honorLabels: the series carry job_namespace.
+func TestServiceMonitorScrapesWithATokenFromASecret(t *testing.T) {
+	objs := buildAndDecode(t, "config/overlays/monitoring")
+	sm := unstructuredOf(objs, "ServiceMonitor")[0]
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	require.Len(t, endpoints, 1)
+	ep := endpoints[0].(map[string]any)
+	for _, forbidden := range []string{"bearerTokenFile", "bearerTokenSecret", "honorLabels"} {
+		if _, ok := ep[forbidden]; ok {
+			t.Errorf("ServiceMonitor endpoint sets %s", forbidden)
+		}
+	}
+	if tls, _, _ := unstructured.NestedMap(ep, "tlsConfig"); tls["caFile"] != nil || tls["certFile"] != nil || tls["keyFile"] != nil {
+		t.Errorf("ServiceMonitor tlsConfig %v reads files from Prometheus' pod", tls)
+	}
+	authType, _, _ := unstructured.NestedString(ep, "authorization", "type")
+	secretName, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+	secretKey, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "key")
+	require.Equal(t, "Bearer", authType, "ServiceMonitor authorization type")
+
+	var secret *corev1.Secret
+	for _, s := range typedOf[*corev1.Secret](objs) {
+		if s.Name == secretName && s.Namespace == sm.GetNamespace() {
+			secret = s
+		}
+	}
+	require.NotNil(t, secret, "the ServiceMonitor's Secret %s/%s is not in the build", sm.GetNamespace(), secretName)
+	require.Equal(t, corev1.SecretTypeServiceAccountToken, secret.Type)
+	require.Equal(t, corev1.ServiceAccountTokenKey, secretKey, "the token controller fills the key %q", corev1.ServiceAccountTokenKey)
+	saName := secret.Annotations[corev1.ServiceAccountNameKey]
+	sa := false
+	for _, a := range typedOf[*corev1.ServiceAccount](objs) {
+		sa = sa || (a.Name == saName && a.Namespace == secret.Namespace)
+	}
+	require.True(t, sa, "the token Secret names service account %s/%s, which is not in the build", secret.Namespace, saName)
+
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, r := range typedOf[*rbacv1.ClusterRole](objs) {
+		roles[r.Name] = r.Rules
+	}
+	mayGetMetrics := false
+	for _, b := range typedOf[*rbacv1.ClusterRoleBinding](objs) {
+		for _, sub := range b.Subjects {
+			if sub.Kind != rbacv1.ServiceAccountKind || sub.Name != saName || sub.Namespace != secret.Namespace {
+				continue
+			}
+			for _, r := range roles[b.RoleRef.Name] {
+				mayGetMetrics = mayGetMetrics || (slices.Contains(r.NonResourceURLs, "/metrics") && slices.Contains(r.Verbs, "get"))
+			}
+		}
+	}
+	require.True(t, mayGetMetrics, "service account %s is bound to no ClusterRole that may GET /metrics", saName)
 }
 
 func TestGrafanaDashboardConfigMap(t *testing.T) {

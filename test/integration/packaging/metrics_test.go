@@ -27,6 +27,8 @@ import (
 // test cannot scrape them from the manager.
 var externalMetrics = map[string]string{
 	"certmanager_certificate_expiration_timestamp_seconds": "cert-manager's controller",
+	"apiserver_admission_webhook_rejection_count":          "the Kubernetes API server",
+	"up": "Prometheus itself, for every scrape target",
 }
 
 // targetLabels are added by Prometheus to every scraped series, so queries may
@@ -48,7 +50,10 @@ func TestDashboardAndAlertMetricsAreExported(t *testing.T) {
 		}
 	}
 
-	env, err := testutil.StartEnv(testutil.EnvOptions{})
+	// The webhooks run in this process (testutil serves them for the API
+	// server), so their controller_runtime_webhook_* series are on the
+	// manager's /metrics as they are in the manager's pod.
+	env, err := testutil.StartEnv(testutil.EnvOptions{Webhooks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +65,10 @@ func TestDashboardAndAlertMetricsAreExported(t *testing.T) {
 	c := env.Client
 	ns := testutil.Namespace(t, c)
 	driveTrainingJobs(t, ctx, c, ns, trainer)
-	driveModelDeployment(t, ctx, c, ns)
+	// A namespace with only a ModelDeployment, which the dashboard's
+	// namespace variable must offer too.
+	mdNS := testutil.Namespace(t, c)
+	driveModelDeployment(t, ctx, c, mdNS)
 
 	// The series appear as the controllers record them; poll the endpoint.
 	var families map[string]*dto.MetricFamily
@@ -77,6 +85,26 @@ func TestDashboardAndAlertMetricsAreExported(t *testing.T) {
 			t.Fatalf("the manager's /metrics never exported %v, which the dashboard or alerts read", missing(wanted, families))
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+
+	checkJobNamespaceLabel(t, families)
+	// The dashboard's namespace variable, computed from this scrape as
+	// Grafana's label_values would, offers both namespaces.
+	varMetrics, varLabel := namespaceVariable(t, loadDashboard(t))
+	offered := map[string]bool{}
+	for _, m := range varMetrics {
+		for _, metric := range families[m].GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == varLabel {
+					offered[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{ns, mdNS} {
+		if !offered[want] {
+			t.Errorf("the dashboard's namespace variable would offer %v, not %s", sortedKeys(offered), want)
+		}
 	}
 
 	for _, q := range queries {
@@ -102,6 +130,36 @@ func TestDashboardAndAlertMetricsAreExported(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkJobNamespaceLabel: every series of the manager's own metrics that
+// names a namespace carries it in job_namespace too, with the same value;
+// that is the label Prometheus' namespace enforcement leaves alone.
+func checkJobNamespaceLabel(t *testing.T, families map[string]*dto.MetricFamily) {
+	t.Helper()
+	seen := 0
+	for name, fam := range families {
+		if !strings.HasPrefix(name, "trainingjob_") && !strings.HasPrefix(name, "modeldeployment_") {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			ns, hasNS := labels["namespace"]
+			if !hasNS {
+				continue
+			}
+			seen++
+			if got, ok := labels[mlv1.MetricLabelJobNamespace]; !ok || got != ns {
+				t.Errorf("%s%v: job_namespace %q, want the namespace %q", name, labels, got, ns)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no trainingjob_* or modeldeployment_* series with a namespace label was scraped")
 	}
 }
 

@@ -65,14 +65,7 @@ type namedQuery struct {
 // targets and the label_values() of template variables.
 func dashboardQueries(t *testing.T) []namedQuery {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "config", "grafana", "dashboards", "ml-operator.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := parseDashboard(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadDashboard(t)
 	var out []namedQuery
 	for _, p := range d.Panels {
 		if p.Type == "row" {
@@ -85,26 +78,118 @@ func dashboardQueries(t *testing.T) []namedQuery {
 			out = append(out, namedQuery{Where: "panel " + p.Title, Expr: target.Expr})
 		}
 	}
-	labelValues := regexp.MustCompile(`^label_values\(\s*([^,]+?)\s*,\s*[a-zA-Z_]+\s*\)$`)
 	for _, v := range d.Templating.List {
 		if v.Type != "query" {
 			continue
 		}
-		var q string
-		switch query := v.Query.(type) {
-		case string:
-			q = query
-		case map[string]any:
-			q, _ = query["query"].(string)
-		}
-		m := labelValues.FindStringSubmatch(q)
-		if m == nil {
-			t.Errorf("template variable %s: query %q is not label_values(metric, label)", v.Name, q)
+		metrics, label, err := variableSource(v.Query)
+		if err != nil {
+			t.Errorf("template variable %s: %v", v.Name, err)
 			continue
 		}
-		out = append(out, namedQuery{Where: "variable " + v.Name, Expr: m[1]})
+		// The label must exist on each metric: ask for it in a grouping.
+		for _, m := range metrics {
+			out = append(out, namedQuery{Where: "variable " + v.Name, Expr: fmt.Sprintf("count by (%s) (%s)", label, m)})
+		}
 	}
 	return out
+}
+
+var (
+	labelValues  = regexp.MustCompile(`^label_values\(\s*([^,]+?)\s*,\s*([a-zA-Z_]+)\s*\)$`)
+	nameSelector = regexp.MustCompile(`^\{__name__=~"([a-zA-Z_:|]+)"\}$`)
+)
+
+// variableSource reads a template variable's label_values(metric, label)
+// query, where metric is a metric name or {__name__=~"a|b"}, and returns the
+// metric names and the label.
+func variableSource(query any) (metrics []string, label string, err error) {
+	var q string
+	switch query := query.(type) {
+	case string:
+		q = query
+	case map[string]any:
+		q, _ = query["query"].(string)
+	}
+	m := labelValues.FindStringSubmatch(q)
+	if m == nil {
+		return nil, "", fmt.Errorf("query %q is not label_values(metric, label)", q)
+	}
+	if n := nameSelector.FindStringSubmatch(m[1]); n != nil {
+		return strings.Split(n[1], "|"), m[2], nil
+	}
+	if strings.ContainsAny(m[1], "{}") {
+		return nil, "", fmt.Errorf("query %q: only a metric name or {__name__=~\"a|b\"} is understood", q)
+	}
+	return []string{m[1]}, m[2], nil
+}
+
+// namespaceVariable returns the metrics and label of the dashboard's
+// namespace variable.
+func namespaceVariable(t *testing.T, d *dashboard) ([]string, string) {
+	t.Helper()
+	for _, v := range d.Templating.List {
+		if v.Name == "namespace" {
+			metrics, label, err := variableSource(v.Query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return metrics, label
+		}
+	}
+	t.Fatal("dashboard has no namespace variable")
+	return nil, ""
+}
+
+func loadDashboard(t *testing.T) *dashboard {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testutil.RepoRoot(), "config", "grafana", "dashboards", "ml-operator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := parseDashboard(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestNamespaceVariableCoversEveryKind: the namespace variable lists the
+// job_namespace of a series every TrainingJob and every ModelDeployment has
+// (trainingjob_state, modeldeployment_phase), so a namespace with only
+// ModelDeployments is offered too; and every panel that filters on
+// $namespace does so on job_namespace, for a kind the variable covers.
+func TestNamespaceVariableCoversEveryKind(t *testing.T) {
+	d := loadDashboard(t)
+	metrics, label := namespaceVariable(t, d)
+	if label != "job_namespace" {
+		t.Errorf("the namespace variable reads label %q, want job_namespace (namespace is overwritten by Prometheus' namespace enforcement)", label)
+	}
+	for _, always := range []string{"trainingjob_state", "modeldeployment_phase"} {
+		if !slices.Contains(metrics, always) {
+			t.Errorf("the namespace variable reads %v, not %s: namespaces with only that kind are missing", metrics, always)
+		}
+	}
+	filter := regexp.MustCompile(`([a-z_]+)\s*=~\s*"\$namespace"`)
+	for _, p := range d.Panels {
+		for _, target := range p.Targets {
+			for _, m := range filter.FindAllStringSubmatch(target.Expr, -1) {
+				if m[1] != "job_namespace" {
+					t.Errorf("panel %q filters %s on $namespace, want job_namespace: %s", p.Title, m[1], target.Expr)
+				}
+			}
+			if !strings.Contains(target.Expr, "$namespace") {
+				continue
+			}
+			for _, s := range metricSelectors(target.Expr) {
+				kind, _, _ := strings.Cut(s.Metric, "_")
+				covered := slices.ContainsFunc(metrics, func(v string) bool { return strings.HasPrefix(v, kind+"_") })
+				if !covered {
+					t.Errorf("panel %q reads %s filtered by $namespace, whose kind the variable (%v) does not cover", p.Title, s.Metric, metrics)
+				}
+			}
+		}
+	}
 }
 
 // alertQueries returns the expression of every alert in config/prometheus.

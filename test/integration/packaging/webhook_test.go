@@ -200,3 +200,45 @@ func TestCSVWebhookDefinitions(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryWebhookFailsClosed: every admission webhook, in the kustomize
+// install and in the bundle, has failurePolicy Fail, so a manager that is
+// down blocks writes instead of letting unchecked objects in (the
+// MLOperatorManagerDown and webhook alerts say so). Conversion webhooks
+// have no failure policy: without the manager, v1alpha1 is not served.
+func TestEveryWebhookFailsClosed(t *testing.T) {
+	objs := buildAndDecode(t, "config/default")
+	n := 0
+	for _, c := range typedOf[*admissionregistrationv1.MutatingWebhookConfiguration](objs) {
+		for _, w := range c.Webhooks {
+			n++
+			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
+				t.Errorf("config/default: mutating webhook %s failurePolicy %v, want Fail", w.Name, w.FailurePolicy)
+			}
+		}
+	}
+	for _, c := range typedOf[*admissionregistrationv1.ValidatingWebhookConfiguration](objs) {
+		for _, w := range c.Webhooks {
+			n++
+			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
+				t.Errorf("config/default: validating webhook %s failurePolicy %v, want Fail", w.Name, w.FailurePolicy)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("config/default has %d admission webhooks, want 4 (mutating and validating, both kinds)", n)
+	}
+	n = 0
+	for _, wd := range loadBundle(t).CSV.Spec.WebhookDefinitions {
+		if wd.Type == operatorsv1alpha1.ConversionWebhook {
+			continue
+		}
+		n++
+		if wd.FailurePolicy == nil || *wd.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("bundle: webhook %s failurePolicy %v, want Fail", wd.GenerateName, wd.FailurePolicy)
+		}
+	}
+	if n != 4 {
+		t.Errorf("the CSV has %d admission webhook definitions, want 4", n)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -67,7 +68,7 @@ func TestRestrictedNamespaceAdmitsTheOperatorsPods(t *testing.T) {
 		md := testutil.ModelDeployment("sentiment", ns).Version("v1", 50, "s3://models/v1").Version("v2", 50, "hf://org/m2").Obj()
 		md.Spec.Storage = &mlv1.ModelStorageSpec{}
 		for _, v := range md.Spec.Versions {
-			d, err := modeldeployment.DesiredDeployment(md, v, nil)
+			d, err := modeldeployment.DesiredDeployment(md, v, nil, podsecurity.NewDefaults())
 			require.NoError(t, err)
 			pod := &corev1.Pod{ObjectMeta: *d.Spec.Template.ObjectMeta.DeepCopy(), Spec: *d.Spec.Template.Spec.DeepCopy()}
 			pod.Name, pod.Namespace = d.Name+"-pod", ns

@@ -11,6 +11,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -30,12 +31,13 @@ func TestModelServerPodsAreRestricted(t *testing.T) {
 			require.NotEmpty(t, md.Spec.Versions)
 			for _, v := range md.Spec.Versions {
 				for _, replicas := range []*int32{nil, ptr.To[int32](0)} {
-					d, err := modeldeployment.DesiredDeployment(md, v, replicas)
+					d, err := modeldeployment.DesiredDeployment(md, v, replicas, podsecurity.NewDefaults())
 					require.NoError(t, err)
 					tpl := d.Spec.Template
 					require.NotEmpty(t, tpl.Spec.Containers, "the template has the model server")
 					agg := restricted(t, &tpl.ObjectMeta, &tpl.Spec)
 					assert.Truef(t, agg.Allowed, "version %s violates restricted: %s", v.Name, agg.ForbiddenDetail())
+					assert.Emptyf(t, restrictedV2(&tpl.Spec), "version %s violates OpenShift's restricted-v2", v.Name)
 				}
 			}
 		})

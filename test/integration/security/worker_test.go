@@ -15,6 +15,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/manager"
+	"github.com/ml-operator/ml-operator/internal/podsecurity"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -29,7 +30,7 @@ func restricted(t *testing.T, meta *metav1.ObjectMeta, spec *corev1.PodSpec) pol
 }
 
 func workerConfig() trainingjob.Config {
-	return trainingjob.Config{DefaultImages: manager.DefaultFrameworkImages()}
+	return trainingjob.Config{DefaultImages: manager.DefaultFrameworkImages(), PodSecurity: podsecurity.NewDefaults()}
 }
 
 // Every worker pod the operator builds by default is restricted: each
@@ -55,9 +56,22 @@ func TestWorkerPodsAreRestrictedByDefault(t *testing.T) {
 				pod := trainingjob.DesiredWorkerPod(job, rank, 0, workerConfig())
 				agg := restricted(t, &pod.ObjectMeta, &pod.Spec)
 				assert.Truef(t, agg.Allowed, "rank %d violates restricted: %s", rank, agg.ForbiddenDetail())
+				assert.Emptyf(t, restrictedV2(&pod.Spec), "rank %d violates OpenShift's restricted-v2", rank)
 			}
 		})
 	}
+}
+
+// An admin who pins the IDs (--pod-run-as-user and friends) gets them in
+// every worker pod, which stays Pod Security restricted.
+func TestAdminPinnedIDsReachTheWorkers(t *testing.T) {
+	cfg := workerConfig()
+	cfg.PodSecurity.RunAsUser, cfg.PodSecurity.RunAsGroup, cfg.PodSecurity.FSGroup = ptr.To[int64](2000), ptr.To[int64](3000), ptr.To[int64](4000)
+	pod := trainingjob.DesiredWorkerPod(testutil.TrainingJob("job", "ns").Workers(1).Obj(), 0, 0, cfg)
+	sc := pod.Spec.SecurityContext
+	assert.Equal(t, []int64{2000, 3000, 4000}, []int64{*sc.RunAsUser, *sc.RunAsGroup, *sc.FSGroup})
+	agg := restricted(t, &pod.ObjectMeta, &pod.Spec)
+	assert.True(t, agg.Allowed, agg.ForbiddenDetail())
 }
 
 // A template that asks for more than restricted gets it: the operator does
@@ -84,6 +98,7 @@ func TestWorkerTemplateAskingForMoreIsHonoured(t *testing.T) {
 			pod := trainingjob.DesiredWorkerPod(job, 0, 0, workerConfig())
 			assert.False(t, restricted(t, &pod.ObjectMeta, &pod.Spec).Allowed,
 				"the template asked for more than restricted; the pod should carry it")
+			assert.NotEmpty(t, restrictedV2(&pod.Spec), "restricted-v2 must refuse it too (the check is not vacuous)")
 		})
 	}
 }

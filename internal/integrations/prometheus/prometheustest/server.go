@@ -16,7 +16,15 @@ type Rules func(query string) (value float64, ok bool)
 // NewServer starts a server answering GET and POST /api/v1/query from
 // rules; it is closed when the test ends. Its URL is the Prometheus address.
 func NewServer(t testing.TB, rules Rules) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(Handler(rules))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Handler answers GET and POST /api/v1/query from rules, for tests that
+// wrap it (authentication) or serve it over TLS.
+func Handler(rules Rules) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil || r.URL.Path != "/api/v1/query" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
@@ -30,9 +38,7 @@ func NewServer(t testing.TB, rules Rules) *httptest.Server {
 			"status": "success",
 			"data":   map[string]any{"resultType": "vector", "result": result},
 		})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 // jsonNumber is a sample value as Prometheus writes it: a string holding

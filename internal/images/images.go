@@ -45,6 +45,10 @@ type File struct {
 	Path string
 	// Mode is its permission bits (0o755 when zero).
 	Mode int64
+	// DirMode is the permission bits of the parent directories this file
+	// is the first to create (0o755 when zero): 0o770 for a directory a
+	// non-root user of group 0 writes, as opm's serve cache is.
+	DirMode int64 `json:",omitempty"`
 }
 
 // Spec describes an image: its name, its files and how it runs.
@@ -237,7 +241,11 @@ func filesTar(files []File) ([]byte, error) {
 				continue
 			}
 			dirs[d] = true
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch}); err != nil {
+			dirMode := f.DirMode
+			if dirMode == 0 {
+				dirMode = 0o755
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: dirMode, ModTime: epoch}); err != nil {
 				return nil, err
 			}
 		}

@@ -3,6 +3,8 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/ml-operator/ml-operator/internal/images"
 )
@@ -237,7 +240,14 @@ func CatalogImageSpec(ctx context.Context, ref, binDir, catalogDir, workdir stri
 			if err != nil {
 				return err
 			}
-			s.Files = append(s.Files, images.File{Source: p, Path: filepath.Join(tree.dst, rel), Mode: 0o644})
+			f := images.File{Source: p, Path: filepath.Join(tree.dst, rel), Mode: 0o644}
+			if tree.dst == "/tmp/cache" {
+				// opm opens its cache database read-write; the registry
+				// pod runs as user 1001 of group 0, as upstream's does,
+				// and opm gives its cache group write (0770/0660).
+				f.Mode, f.DirMode = 0o660, 0o770
+			}
+			s.Files = append(s.Files, f)
 			return nil
 		})
 		if err != nil {
@@ -259,4 +269,124 @@ func OLMModuleDir(ctx context.Context, repoRoot string) (string, error) {
 		return "", fmt.Errorf("finding OLM's module (hack/tools/olm): %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// BundleImageSpec is a bundle image as bundle.Dockerfile builds it: the
+// files of dir/manifests and dir/metadata at /manifests and /metadata
+// (OLM's unpack job copies them out with cpb).
+func BundleImageSpec(ref, dir string) (images.Spec, error) {
+	s := images.Spec{Ref: ref}
+	for _, sub := range []string{"manifests", "metadata"} {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if err != nil {
+			return s, fmt.Errorf("bundle image %s: %w", ref, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			s.Files = append(s.Files, images.File{Source: filepath.Join(dir, sub, e.Name()), Path: "/" + sub + "/" + e.Name(), Mode: 0o644})
+		}
+	}
+	if len(s.Files) == 0 {
+		return s, fmt.Errorf("bundle image %s: %s has no manifests", ref, dir)
+	}
+	return s, nil
+}
+
+// WriteBundleFromCatalog writes the bundle directory of the olm.bundle
+// named name in a rendered catalog file (opm render output): every object
+// opm embedded as an olm.bundle.object property into out/manifests, one
+// YAML file each, and annotations (the bundle's metadata/annotations.yaml)
+// into out/metadata. The image it makes holds exactly what the catalog
+// says the bundle holds.
+func WriteBundleFromCatalog(catalogFile, name string, annotations []byte, out string) error {
+	data, err := os.ReadFile(catalogFile)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []map[string]any
+	found := false
+	for {
+		doc := map[string]any{}
+		if err := dec.Decode(&doc); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", catalogFile, err)
+		}
+		if doc["schema"] != "olm.bundle" || doc["name"] != name {
+			continue
+		}
+		found = true
+		props, _ := doc["properties"].([]any)
+		for _, p := range props {
+			prop, _ := p.(map[string]any)
+			if prop["type"] != "olm.bundle.object" {
+				continue
+			}
+			value, _ := prop["value"].(map[string]any)
+			enc, _ := value["data"].(string)
+			raw, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil {
+				return fmt.Errorf("%s: bundle %s: olm.bundle.object: %w", catalogFile, name, err)
+			}
+			obj := map[string]any{}
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				return fmt.Errorf("%s: bundle %s: olm.bundle.object: %w", catalogFile, name, err)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s: no olm.bundle %s", catalogFile, name)
+	}
+	if len(objs) == 0 {
+		return fmt.Errorf("%s: bundle %s embeds no objects (olm.bundle.object)", catalogFile, name)
+	}
+	for _, sub := range []string{"manifests", "metadata"} {
+		if err := os.MkdirAll(filepath.Join(out, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, obj := range objs {
+		u := unstructured.Unstructured{Object: obj}
+		y, err := sigsyaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		file := strings.ToLower(u.GetName() + "_" + u.GetKind() + ".yaml")
+		if err := os.WriteFile(filepath.Join(out, "manifests", file), y, 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(out, "metadata", "annotations.yaml"), annotations, 0o644)
+}
+
+// PushManagerImageAt builds the manager (./cmd) of the repository as it
+// was at commit (git archive into a temporary directory) and pushes it
+// as ref: an earlier release's manager, for its bundle.
+func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error {
+	src, err := os.MkdirTemp("", "ml-operator-"+commit+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(src)
+	tarball := filepath.Join(src, "src.tar")
+	if out, err := exec.CommandContext(ctx, "git", "-C", n.opts.RepoRoot, "archive", "-o", tarball, commit).CombinedOutput(); err != nil {
+		return fmt.Errorf("git archive %s (the repository needs its history): %w: %s", commit, err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
+		return fmt.Errorf("unpacking %s: %w: %s", commit, err, out)
+	}
+	bin := filepath.Join(n.opts.CacheDir, "bin", "manager-"+commit)
+	if err := images.GoBinary(ctx, src, "./cmd", bin); err != nil {
+		return fmt.Errorf("the manager at %s: %w", commit, err)
+	}
+	return n.PushImage(ctx, images.Spec{
+		Ref:        ref,
+		Files:      []images.File{{Source: bin, Path: "/manager"}},
+		Entrypoint: []string{"/manager"},
+		User:       "65532:65532",
+	})
 }

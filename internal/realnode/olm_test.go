@@ -1,6 +1,8 @@
 package realnode
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -111,4 +113,37 @@ func TestOLMQuickstart(t *testing.T) {
 func TestOLMQuickstartNeedsBothOperators(t *testing.T) {
 	_, err := OLMQuickstart([]byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: olm\n"))
 	require.ErrorContains(t, err, "no Deployment olm-operator")
+}
+
+// The 0.1.0 bundle directory written from the catalog holds the objects
+// the catalog rendered for it, and the bundle image holds that directory.
+func TestWriteBundleFromCatalog(t *testing.T) {
+	out := t.TempDir()
+	annotations := []byte("annotations:\n  operators.operatorframework.io.bundle.package.v1: ml-operator\n")
+	require.NoError(t, WriteBundleFromCatalog("../../catalog/ml-operator/bundle-v0.1.0.yaml", "ml-operator.v0.1.0", annotations, out))
+	entries, err := os.ReadDir(filepath.Join(out, "manifests"))
+	require.NoError(t, err)
+	var files []string
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	require.Contains(t, files, "ml-operator.v0.1.0_clusterserviceversion.yaml")
+	require.Contains(t, files, "trainingjobs.ml.example.com_customresourcedefinition.yaml")
+	csv, err := os.ReadFile(filepath.Join(out, "manifests", "ml-operator.v0.1.0_clusterserviceversion.yaml"))
+	require.NoError(t, err)
+	require.Contains(t, string(csv), "version: 0.1.0")
+	require.Contains(t, string(csv), "image: ghcr.io/ml-operator/ml-operator:v0.1.0")
+	got, err := os.ReadFile(filepath.Join(out, "metadata", "annotations.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, annotations, got)
+
+	spec, err := BundleImageSpec("ghcr.io/ml-operator/ml-operator-bundle:v0.1.0", out)
+	require.NoError(t, err)
+	require.Len(t, spec.Files, len(files)+1)
+	for _, f := range spec.Files {
+		require.Regexp(t, `^/(manifests/[^/]+\.yaml|metadata/annotations\.yaml)$`, f.Path)
+	}
+
+	require.ErrorContains(t, WriteBundleFromCatalog("../../catalog/ml-operator/bundle-v0.1.0.yaml", "ml-operator.v9.9.9", annotations, t.TempDir()),
+		"no olm.bundle ml-operator.v9.9.9")
 }

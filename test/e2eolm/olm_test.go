@@ -36,10 +36,30 @@ const (
 	Package           = "ml-operator"
 	Channel           = "stable"
 	CSV010            = "ml-operator.v0.1.0"
+	CSV020            = "ml-operator.v0.2.0"
+	// Release010 is the commit whose bundle the catalog holds as 0.1.0
+	// (catalog/ml-operator/bundle-v0.1.0.yaml was last rendered there):
+	// the 0.1.0 manager image is built from it.
+	Release010 = "f413c8e024f78f52261ad672c97df52954e7bc3e"
+	// ProbeImage is the e2e-real suite's test image (./test/e2ereal/probe).
+	ProbeImage = "ghcr.io/ml-operator/realnode-probe:e2e"
+	// ModelServerImage is the project's model server under a tag of the
+	// suite's own.
+	ModelServerImage = "ghcr.io/ml-operator/model-server:e2eolm"
 )
 
-// ManagerImages are the manager images the catalog's bundles name.
-var ManagerImages = []string{"ghcr.io/ml-operator/ml-operator:v0.1.0", "ghcr.io/ml-operator/ml-operator:v0.2.0"}
+// Releases are the catalog's bundles: their manager images (the names
+// the CSVs give) and bundle images (the names the catalog gives).
+var Releases = []struct {
+	CSV, Catalog, Manager, Bundle, Commit string
+}{
+	{CSV010, "catalog/ml-operator/bundle-v0.1.0.yaml", "ghcr.io/ml-operator/ml-operator:v0.1.0", "ghcr.io/ml-operator/ml-operator-bundle:v0.1.0", Release010},
+	{CSV020, "catalog/ml-operator/bundle-v0.2.0.yaml", "ghcr.io/ml-operator/ml-operator:v0.2.0", "ghcr.io/ml-operator/ml-operator-bundle:v0.2.0", ""},
+}
+
+// work is the suite's namespace for user objects: they must outlive the
+// upgrade and the uninstall.
+var work string
 
 // c knows OLM's kinds and the operator's.
 var c client.Client
@@ -54,6 +74,7 @@ func TestOLM(t *testing.T) {
 	var err error
 	c, err = client.New(node.Config, client.Options{Scheme: s})
 	require.NoError(t, err)
+	work = namespace(t)
 
 	for _, step := range []struct {
 		name string
@@ -64,6 +85,9 @@ func TestOLM(t *testing.T) {
 		{"ManualApprovalInstalls0.1.0", testInstall010},
 		{"WebhookWithOLMCertificateRefusesBadManifest", testWebhookRefuses},
 		{"ConversionWebhookServesV1alpha1", testConversion},
+		{"WorkInFlight", testWorkInFlight},
+		{"UpgradeTo0.2.0WithWorkInFlight", testUpgrade},
+		{"UninstallLeavesUserObjectsAndPVCs", testUninstall},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Logf("OLM diagnostics:\n%s", olmDiagnostics())
@@ -86,16 +110,34 @@ func testOLMRuns(t *testing.T) {
 	require.NoError(t, node.InstallOLM(ctx, realnode.OLMOptions{BinDir: bin, ModuleDir: dir, Busybox: "/bin/busybox"}))
 	t.Logf("OLM %s installed in %s", realnode.OLMVersion, time.Since(began).Round(100*time.Millisecond))
 
-	// The catalog names the manager images; the catalog image is
-	// catalog/ on the opm image, as catalog.Dockerfile builds it.
-	began = time.Now()
-	for _, ref := range ManagerImages {
-		require.NoError(t, node.PushManagerImage(ctx, ref))
+	// The catalog names a bundle image per release, and each bundle its
+	// manager image: 0.1.0's manager is built from the commit of its
+	// bundle, 0.2.0's from this tree. A bundle image holds what the
+	// catalog rendered for it. The catalog image is catalog/ on the opm
+	// image, as catalog.Dockerfile builds it.
+	annotations, err := os.ReadFile(filepath.Join(repo, "bundle", "metadata", "annotations.yaml"))
+	require.NoError(t, err)
+	for _, r := range Releases {
+		began = time.Now()
+		if r.Commit != "" {
+			require.NoError(t, node.PushManagerImageAt(ctx, r.Commit, r.Manager))
+		} else {
+			require.NoError(t, node.PushManagerImage(ctx, r.Manager))
+		}
+		dir := t.TempDir()
+		require.NoError(t, realnode.WriteBundleFromCatalog(filepath.Join(repo, r.Catalog), r.CSV, annotations, dir))
+		spec, err := realnode.BundleImageSpec(r.Bundle, dir)
+		require.NoError(t, err)
+		require.NoError(t, node.PushImage(ctx, spec))
+		t.Logf("%s: manager %s and bundle %s built and pushed in %s", r.CSV, r.Manager, r.Bundle, time.Since(began).Round(100*time.Millisecond))
 	}
+	began = time.Now()
 	spec, err := realnode.CatalogImageSpec(ctx, CatalogImage, bin, filepath.Join(repo, "catalog"), t.TempDir())
 	require.NoError(t, err)
 	require.NoError(t, node.PushImage(ctx, spec))
-	t.Logf("manager and catalog images built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
+	require.NoError(t, node.GoImage(ctx, "./test/e2ereal/probe", ProbeImage))
+	require.NoError(t, node.PushModelServer(ctx, ModelServerImage))
+	t.Logf("catalog, probe and model server images built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
 }
 
 // testCatalogSource: OLM runs the catalog image as a registry pod and
@@ -229,7 +271,8 @@ func testConversion(t *testing.T) {
 	assert.Equal(t, realnode.OperatorNamespace, crd.Spec.Conversion.Webhook.ClientConfig.Service.Namespace)
 	assert.NotEmpty(t, crd.Spec.Conversion.Webhook.ClientConfig.CABundle)
 
-	ns := namespace(t)
+	// The object stays for the upgrade: it must read back under 0.2.0.
+	ns := work
 	manifest := fmt.Sprintf(`apiVersion: ml.example.com/v1alpha1
 kind: TrainingJob
 metadata:
@@ -291,6 +334,10 @@ func namespace(t *testing.T) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2eolm-"}}
 	require.NoError(t, c.Create(context.Background(), ns))
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
+	// Pods need the namespace's default service account.
+	require.NoError(t, poll(30*time.Second, func() bool {
+		return c.Get(context.Background(), client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{}) == nil
+	}), "default service account in %s", ns.Name)
 	return ns.Name
 }
 

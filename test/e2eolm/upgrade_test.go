@@ -15,6 +15,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -236,6 +237,22 @@ func testUninstall(t *testing.T) {
 		}
 	}
 	t.Logf("after the uninstall, kubectl get tj,md,pvc -n %s:\n%s", work, kubectl(t, "get", "trainingjobs,modeldeployments,pvc", "-n", work))
+
+	// OLM removed the webhook configurations with the CSV: with
+	// failurePolicy Fail, a leftover one would refuse every write to the
+	// objects that remain.
+	owned := client.MatchingLabels{"olm.owner": CSV020}
+	require.NoError(t, poll(2*time.Minute, func() bool {
+		vw := &admissionregistrationv1.ValidatingWebhookConfigurationList{}
+		mw := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+		return c.List(ctx, vw, owned) == nil && c.List(ctx, mw, owned) == nil && len(vw.Items) == 0 && len(mw.Items) == 0
+	}), "webhook configurations of %s remain after the uninstall", CSV020)
+	out, err := kubectlIn("", "label", "trainingjobs.v1.ml.example.com", JobName, "-n", work, "uninstalled=true")
+	require.NoError(t, err, "a TrainingJob cannot be changed after the uninstall: %s", out)
+	// The CRD still names the conversion webhook, whose Service is gone:
+	// only v1, the stored version, can be read.
+	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work)
+	t.Logf("kubectl get trainingjobs.v1alpha1.ml.example.com old-style after the uninstall (err %v):\n%s", err, out)
 }
 
 // managerCan asks the API server whether the manager's service account may

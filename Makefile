@@ -10,6 +10,7 @@ PREVIOUS_VERSION ?= 0.1.0
 IMAGE_TAG_BASE ?= ghcr.io/ml-operator/ml-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 MODEL_SERVER_IMG ?= ghcr.io/ml-operator/model-server:v$(VERSION)
+STORAGE_INITIALIZER_IMG ?= ghcr.io/ml-operator/storage-initializer:v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:latest
 CHANNELS ?= stable,candidate
@@ -104,6 +105,18 @@ test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ##
 	go test ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 	@grep -v 'zz_generated' cover.all.out > cover.out && rm -f cover.all.out
 	@echo "coverage of api/, controllers/, webhooks/, internal/integrations/: $$(go tool cover -func=cover.out | awk '/^total:/ {print $$3}')"
+
+# The race run: the same suites built with -race, over the packages where
+# goroutines meet (the reconcilers and their manager, the webhooks, the
+# integrations, the local cluster's simulated trainers, the envtest suites).
+# The static checks, the fuzz seeds and the torch launchers run no
+# concurrent Go code of ours and stay out of it (README, "Development").
+RACE_PKGS ?= ./api/... ./controllers/... ./webhooks/... ./internal/... ./test/integration/... ./hack/testsummary/...
+
+.PHONY: test-race
+test-race: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download ## Run the unit and envtest suites with the race detector (RACE_PKGS); any race fails.
+	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
+	TESTUTIL_TIMEOUT=30s go test -race -json $(RACE_PKGS) $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 
 .PHONY: coverage-check
 coverage-check: ## Fail when cover.out (from make test) is below COVER_MIN percent.

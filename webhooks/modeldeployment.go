@@ -171,9 +171,6 @@ func validateServerConfig(config map[string]string, p *field.Path) field.ErrorLi
 	return errs
 }
 
-// ModelPathSchemes are the sources a version's modelPath may name.
-var ModelPathSchemes = []string{"s3://", "gs://", "pvc://", "http://", "https://", "hf://"}
-
 // validateModelDeployment returns everything wrong with md; old is the stored
 // object on update and nil on create.
 func validateModelDeployment(old, md *mlv1.ModelDeployment) field.ErrorList {
@@ -255,10 +252,7 @@ func validateVersions(name string, s *mlv1.ModelDeploymentSpec, p *field.Path) f
 		if v.Weight != nil && (*v.Weight < 0 || *v.Weight > MaxWeight) {
 			errs = append(errs, field.Invalid(vp.Child("weight"), *v.Weight, fmt.Sprintf("must be between 0 and %d", MaxWeight)))
 		}
-		if v.ModelPath != "" && !hasModelPathScheme(v.ModelPath) {
-			errs = append(errs, field.Invalid(vp.Child("modelPath"), v.ModelPath, fmt.Sprintf(
-				"must start with one of %s and name a location", strings.Join(ModelPathSchemes, ", "))))
-		}
+		errs = append(errs, validateModelSource(v, vp)...)
 	}
 	var sum int32
 	for _, w := range s.RequestedWeights() {
@@ -270,13 +264,30 @@ func validateVersions(name string, s *mlv1.ModelDeploymentSpec, p *field.Path) f
 	return errs
 }
 
-func hasModelPathScheme(path string) bool {
-	for _, scheme := range ModelPathSchemes {
-		if strings.HasPrefix(path, scheme) && len(path) > len(scheme) {
-			return true
+// validateModelSource refuses a modelPath the storage initializer cannot
+// fetch (or a pvc:// that names no claim), and a modelSecretName with no
+// fetched modelPath to use it for. The CRD schema repeats the scheme rule
+// and the secret rule.
+func validateModelSource(v mlv1.ModelVersion, vp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var src mlv1.ModelSource
+	if v.ModelPath != "" {
+		var err error
+		if src, err = mlv1.ParseModelPath(v.ModelPath); err != nil {
+			errs = append(errs, field.Invalid(vp.Child("modelPath"), v.ModelPath, err.Error()))
 		}
 	}
-	return false
+	if v.ModelSecretName == "" {
+		return errs
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(v.ModelSecretName) {
+		errs = append(errs, field.Invalid(vp.Child("modelSecretName"), v.ModelSecretName, msg))
+	}
+	if v.ModelPath == "" || strings.HasPrefix(v.ModelPath, "pvc://") || (src.Scheme != "" && !src.Fetched()) {
+		errs = append(errs, field.Invalid(vp.Child("modelSecretName"), v.ModelSecretName,
+			"needs a modelPath the storage initializer fetches (http://, https:// or s3://); a pvc:// claim is mounted, not fetched"))
+	}
+	return errs
 }
 
 // analysisWindow is a Prometheus duration in whole seconds, minutes or hours.

@@ -94,3 +94,43 @@ func TestValidateAnalysis(t *testing.T) {
 		`spec.rollout.analysis.window: Invalid value: "90": must be a duration such as 30s, 1m or 5m`,
 	}, msgs(&mlv1.AnalysisSpec{Window: "90"}))
 }
+
+// A modelPath the storage initializer cannot fetch, or a credentials
+// Secret it would not use, is refused naming the field path and the rule.
+func TestValidateModelSource(t *testing.T) {
+	p := field.NewPath("spec", "versions").Index(1)
+	msgs := func(v mlv1.ModelVersion) []string {
+		var out []string
+		for _, e := range validateModelSource(v, p) {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	for _, ok := range []mlv1.ModelVersion{
+		{},
+		{ModelPath: "pvc://models"},
+		{ModelPath: "pvc://models/fraud/v1.json"},
+		{ModelPath: "http://store.ns.svc/fraud-v1.json"},
+		{ModelPath: "https://store.example.com/m?rev=2", ModelSecretName: "store-token"},
+		{ModelPath: "s3://models/sentiment/v1/model.pt", ModelSecretName: "s3-credentials"},
+		{ModelPath: "s3://models.eu-west-3/prefix/"},
+	} {
+		assert.Empty(t, msgs(ok), ok.ModelPath)
+	}
+	assert.Equal(t, []string{
+		`spec.versions[1].modelPath: Invalid value: "hf://org/model": scheme hf:// is not supported: must be pvc://<claim>[/<path>], http(s)://<host>/<path> or s3://<bucket>[/<key>]`,
+	}, msgs(mlv1.ModelVersion{ModelPath: "hf://org/model"}))
+	assert.Equal(t, []string{
+		`spec.versions[1].modelPath: Invalid value: "s3://ab/model": s3://<bucket>[/<key>]: "ab" is no S3 bucket name (3 to 63 lower-case letters, digits, dots and dashes)`,
+	}, msgs(mlv1.ModelVersion{ModelPath: "s3://ab/model"}))
+	assert.Equal(t, []string{
+		`spec.versions[1].modelPath: Invalid value: "http:///model.json": http://<host>/<path>: the URL has no host`,
+	}, msgs(mlv1.ModelVersion{ModelPath: "http:///model.json"}))
+	assert.Equal(t, []string{
+		`spec.versions[1].modelPath: Invalid value: "pvc://models/../etc": pvc://: the path may not contain ".."`,
+	}, msgs(mlv1.ModelVersion{ModelPath: "pvc://models/../etc"}))
+	assert.Equal(t, []string{
+		`spec.versions[1].modelSecretName: Invalid value: "s3-credentials": needs a modelPath the storage initializer fetches (http://, https:// or s3://); a pvc:// claim is mounted, not fetched`,
+	}, msgs(mlv1.ModelVersion{ModelPath: "pvc://models/m", ModelSecretName: "s3-credentials"}))
+	assert.Len(t, msgs(mlv1.ModelVersion{ModelPath: "s3://models/m", ModelSecretName: "S3_Creds"}), 1)
+}

@@ -210,7 +210,9 @@ func DefaultTrainingJob(job, old *mlv1.TrainingJob, images map[string]string) {
 			if cp.Storage.Size == nil {
 				cp.Storage.Size = ptr.To(resource.MustParse(mlv1.DefaultCheckpointSize))
 			}
-			cp.Storage.AccessModes = slices.Clone(s.EffectiveCheckpointAccessModes())
+			// accessModes stay unset unless given: the controller
+			// chooses them from the claim's StorageClass when it creates
+			// the claim (mlv1.TrainingJobSpec.CheckpointAccessModes).
 		}
 	}
 	if s.DataVolume != nil {

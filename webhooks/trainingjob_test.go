@@ -28,6 +28,10 @@ func TestDefaultTrainingJobFillsWhatTheControllerUses(t *testing.T) {
 			s.GPUsPerWorker = ptr.To[int32](0)
 			s.NProcPerNode = ptr.To[int32](1)
 			s.Networking.Backend = mlv1.BackendGloo
+		}},
+		{"access modes as written", mlv1.TrainingJobSpec{NumWorkers: 2, Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}}}, func(s *mlv1.TrainingJobSpec) {
+			s.NumWorkers = 2
 			s.Checkpoint.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		}},
 		{"s3 checkpoints get no PVC settings", mlv1.TrainingJobSpec{Framework: mlv1.FrameworkTensorFlow,
@@ -52,8 +56,9 @@ func TestDefaultTrainingJobFillsWhatTheControllerUses(t *testing.T) {
 				GPUsPerWorker: ptr.To[int32](1), GPUResourceName: "nvidia.com/gpu", NProcPerNode: ptr.To[int32](1),
 				Checkpoint: mlv1.CheckpointSpec{
 					Enabled: ptr.To(true), Frequency: 1, Path: "/checkpoints", RetainOnDelete: ptr.To(true), KeepLast: 3,
-					Storage: mlv1.CheckpointStorage{Type: mlv1.StorageTypePVC, Size: ptr.To(resource.MustParse("10Gi")),
-						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
+					// No accessModes: the controller chooses them from the
+					// claim's StorageClass when it creates the claim.
+					Storage: mlv1.CheckpointStorage{Type: mlv1.StorageTypePVC, Size: ptr.To(resource.MustParse("10Gi"))},
 				},
 				BackoffLimit: ptr.To[int32](3), RestartPolicy: mlv1.RestartPolicyOnFailure, Suspend: ptr.To(false),
 				Networking: mlv1.NetworkingSpec{MasterPort: 29500, Backend: mlv1.BackendNCCL},

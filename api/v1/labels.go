@@ -17,6 +17,12 @@ const (
 	// for. A gang whose pods carry another value than spec.numWorkers is
 	// re-formed at the new size (reason Rescaled).
 	LabelNumWorkers = "ml.example.com/num-workers"
+	// LabelLabWorker is on every worker pod (not on parameter servers),
+	// with the job's name: the Go operator lab's selector `kubectl get pods
+	// -l trainingjob.ml.example.com/worker` (and `kubectl logs -l ...`)
+	// finds the workers, `-l trainingjob.ml.example.com/worker=<job>` one
+	// job's.
+	LabelLabWorker = "trainingjob.ml.example.com/worker"
 	// LabelTFClusterHash carries, on the pods of a TensorFlow job, a hash of
 	// the TF_CONFIG cluster (every task's address) the gang was created
 	// with. A gang whose hash is not the one the spec gives now (for example
@@ -40,6 +46,12 @@ const (
 	// garbage collector cannot do (for example releasing a retained PVC).
 	TrainingJobFinalizer = "ml.example.com/trainingjob-cleanup"
 
+	// LabFinalizer is the Go operator lab's finalizer. This operator never
+	// adds it; a job that carries it (added by the lab's operator, or by
+	// hand following the lab) has it removed when deleted, so the
+	// deletion completes (docs/decisions.md).
+	LabFinalizer = "trainingjob.ml.example.com/finalizer"
+
 	// MLflowRunFinalizer is held by a job tracked in MLflow while its run is
 	// open, so that deleting the job still ends the run (KILLED) instead of
 	// leaving it RUNNING. It never holds a deletion for long: when MLflow
@@ -52,6 +64,12 @@ const (
 	AnnotationV1Spec = "ml.example.com/v1-spec"
 	// AnnotationV1Status keeps the v1-only status on the v1alpha1 form.
 	AnnotationV1Status = "ml.example.com/v1-status"
+
+	// AnnotationReadWriteMany on a StorageClass says whether its claims may
+	// be ReadWriteMany ("true") or not ("false"), for provisioners
+	// StorageClassReadWriteMany does not know. It decides the access mode of
+	// the checkpoint claims of multi-pod jobs that set none.
+	AnnotationReadWriteMany = "ml.example.com/read-write-many"
 
 	// DefaultGPUResourceName is the extended resource used for GPUs.
 	DefaultGPUResourceName = "nvidia.com/gpu"

@@ -102,6 +102,12 @@ const (
 	ReasonLatency = "Latency"
 )
 
+// ReasonModelFetchFailed: the storage initializer of a version's pod could
+// not fetch modelPath (Progressing=False and Healthy=False, quoting the
+// initializer's one-line termination message). The kubelet retries it
+// with a back-off; the progress deadline rolls the version back.
+const ReasonModelFetchFailed = "ModelFetchFailed"
+
 // Reasons of the events on a ModelDeployment, besides EventCreated.
 const (
 	// EventScaled: a version's replicas changed.

@@ -118,12 +118,14 @@ type ModelDeploymentSpec struct {
 
 	// SecurityContext replaces the model server container's default
 	// (runAsNonRoot, no privilege escalation, every capability dropped,
-	// RuntimeDefault seccomp).
+	// RuntimeDefault seccomp), and the storage initializer's, which runs
+	// with the server's.
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelVersion is one version of the model.
+// +kubebuilder:validation:XValidation:rule="!has(self.modelSecretName) || (has(self.modelPath) && !self.modelPath.startsWith('pvc://'))",message="modelSecretName needs a modelPath the storage initializer fetches (http://, https:// or s3://); a pvc:// claim is mounted, not fetched",fieldPath=".modelSecretName"
 type ModelVersion struct {
 	// Name of the version, a DNS label unique within the ModelDeployment.
 	// +kubebuilder:validation:MinLength=1
@@ -137,12 +139,29 @@ type ModelVersion struct {
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
 
-	// ModelPath is where the model is loaded from (s3://, gs://, pvc://,
-	// http(s)://, hf://), exported as MODEL_PATH.
+	// ModelPath is where the model comes from: pvc://<claim>[/<path>] (the
+	// claim is mounted read-only at /mnt/model), http(s)://<url> (one file)
+	// or s3://<bucket>[/<key>] (an object, or every object under the key as
+	// a prefix). A storage initializer init container fetches http(s) and
+	// s3 models into an emptyDir mounted at /mnt/model before the server
+	// starts. The server's MODEL_PATH is the local copy:
+	// /mnt/model/<the URL's or key's last segment> (/mnt/model/<path> for
+	// pvc://); MODEL_URI is this value.
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^(s3|gs|pvc|https?|hf)://.+`
+	// +kubebuilder:validation:Pattern=`^(s3|pvc|https?)://.+`
 	// +optional
 	ModelPath string `json:"modelPath,omitempty"`
+
+	// ModelSecretName is a Secret in the ModelDeployment's namespace whose
+	// keys become the storage initializer's environment: for s3://,
+	// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optionally
+	// AWS_SESSION_TOKEN, AWS_REGION and AWS_ENDPOINT_URL (an S3-compatible
+	// server: MinIO, Ceph); for http(s)://, HTTP_AUTHORIZATION (the
+	// Authorization header sent). Not allowed with pvc://.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ModelSecretName string `json:"modelSecretName,omitempty"`
 
 	// Image overrides spec.image for this version.
 	// +optional

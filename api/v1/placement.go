@@ -21,6 +21,12 @@ const (
 	// scheduler-plugins scheduler and its PodGroup kind is installed; the
 	// coscheduling plugin binds minMember pods or none.
 	GangPlacementCoscheduling GangPlacement = "Coscheduling"
+	// GangPlacementNative: no gang scheduler is named, the pods use the
+	// default scheduler and the API server serves scheduling.k8s.io/v1alpha2
+	// (feature gate GenericWorkload): each attempt gets a Workload and a
+	// PodGroup with a gang policy, and kube-scheduler's GangScheduling plugin
+	// binds every pod of the attempt or none.
+	GangPlacementNative GangPlacement = "Native"
 	// GangPlacementTimeout: no gang scheduler; the default scheduler binds
 	// ranks one by one, and the operator releases the whole gang when a
 	// rank is still unschedulable at spec.scheduling.placementTimeout.

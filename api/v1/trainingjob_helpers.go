@@ -2,6 +2,7 @@ package v1
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,16 +72,71 @@ func (s *TrainingJobSpec) EffectiveGPUResourceName() corev1.ResourceName {
 	return corev1.ResourceName(s.GPUResourceName)
 }
 
-// EffectiveCheckpointAccessModes are checkpoint.storage.accessModes, or
-// ReadWriteMany when numWorkers > 1, else ReadWriteOnce.
-func (s *TrainingJobSpec) EffectiveCheckpointAccessModes() []corev1.PersistentVolumeAccessMode {
+// CheckpointAccessModes are the access modes of the checkpoint PVC the
+// operator creates: checkpoint.storage.accessModes when set; else
+// ReadWriteMany when the gang has more than one pod and the claim's
+// StorageClass can give it (sharedClass, see StorageClassReadWriteMany);
+// else ReadWriteOnce, and the gang's pods share rank 0's node
+// (RanksShareANode).
+func (s *TrainingJobSpec) CheckpointAccessModes(sharedClass bool) []corev1.PersistentVolumeAccessMode {
 	if len(s.Checkpoint.Storage.AccessModes) > 0 {
 		return s.Checkpoint.Storage.AccessModes
 	}
-	if s.EffectiveNumWorkers() > 1 {
+	if s.GangSize() > 1 && sharedClass {
 		return []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	}
 	return []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+}
+
+// RanksShareANode reports whether a gang whose checkpoint claim has these
+// access modes must run on one node: a claim that no two nodes may mount
+// (no ReadWriteMany, no ReadOnlyMany) is mounted by every pod of the gang.
+func (s *TrainingJobSpec) RanksShareANode(claimModes []corev1.PersistentVolumeAccessMode) bool {
+	if s.GangSize() < 2 || len(claimModes) == 0 {
+		return false
+	}
+	return !slices.Contains(claimModes, corev1.ReadWriteMany) && !slices.Contains(claimModes, corev1.ReadOnlyMany)
+}
+
+// GangSize is the number of pods of one attempt: the ranks and, for
+// tensorflow, the parameter servers.
+func (s *TrainingJobSpec) GangSize() int32 {
+	n := s.EffectiveNumWorkers()
+	if s.EffectiveFramework() == FrameworkTensorFlow {
+		n += s.ParameterServers
+	}
+	return n
+}
+
+// StorageClassReadWriteMany reports whether claims of the StorageClass
+// (its provisioner and annotations) may be ReadWriteMany: the class's
+// AnnotationReadWriteMany ("true" or "false") when set, else whether its
+// provisioner is one of ReadWriteManyProvisioners. Kubernetes publishes no
+// StorageClass's access modes; the admin's annotation is the authority.
+func StorageClassReadWriteMany(provisioner string, annotations map[string]string) bool {
+	switch annotations[AnnotationReadWriteMany] {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return slices.Contains(ReadWriteManyProvisioners, provisioner)
+}
+
+// ReadWriteManyProvisioners are provisioners of shared file systems, whose
+// volumes any number of nodes may mount read-write. Block storage (GCE PD,
+// EBS, Azure Disk, kind's local-path, Longhorn's default) is not among
+// them.
+var ReadWriteManyProvisioners = []string{
+	"nfs.csi.k8s.io",
+	"k8s-sigs.io/nfs-subdir-external-provisioner",
+	"cephfs.csi.ceph.com",
+	"rook-ceph.cephfs.csi.ceph.com",
+	"openshift-storage.cephfs.csi.ceph.com",
+	"efs.csi.aws.com",
+	"filestore.csi.storage.gke.io",
+	"file.csi.azure.com",
+	"kubernetes.io/azure-file",
 }
 
 // IsSuspended reports spec.suspend.

@@ -309,8 +309,10 @@ type CheckpointStorage struct {
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
-	// AccessModes of the checkpoint PVC. Default ReadWriteMany when numWorkers
-	// > 1, else ReadWriteOnce.
+	// AccessModes of the checkpoint PVC. When unset, the operator chooses
+	// at creation: ReadWriteMany for a job of more than one pod whose
+	// StorageClass serves shared volumes, else ReadWriteOnce. With a claim
+	// no two nodes may mount, every pod of the job runs on rank 0's node.
 	// +optional
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 
@@ -572,8 +574,10 @@ type TrainingJobStatus struct {
 
 	// GangPlacement is how the current gang is placed all-or-nothing: Kueue,
 	// Volcano or Coscheduling (a gang scheduler admits every pod at once),
-	// PlacementTimeout (the operator releases a gang not placed in time) or
-	// None (placementTimeout 0s and no gang scheduler).
+	// Native (Kubernetes' own gang scheduling: a scheduling.k8s.io/v1alpha2
+	// Workload and PodGroup per attempt), PlacementTimeout (the operator
+	// releases a gang not placed in time) or None (placementTimeout 0s and
+	// no gang scheduler).
 	// +optional
 	GangPlacement GangPlacement `json:"gangPlacement,omitempty"`
 
@@ -612,6 +616,15 @@ type TrainingJobStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
+	// Duration is how long the job ran, from startTime to completionTime; set
+	// when it finishes (while it runs, startTime tells).
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// Resources is how busy the job's GPUs are, and where that was read.
+	// +optional
+	Resources *ResourceUsage `json:"resources,omitempty"`
+
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -634,9 +647,39 @@ type TrainingMetrics struct {
 	// Throughput is training_throughput_samples_per_second.
 	// +optional
 	Throughput *float64 `json:"throughput,omitempty"`
+	// StepTime is training_step_time_seconds: how long rank 0's latest
+	// training step took.
+	// +optional
+	StepTime *metav1.Duration `json:"stepTime,omitempty"`
 	// LastScrapeTime is when these values were read.
 	// +optional
 	LastScrapeTime *metav1.Time `json:"lastScrapeTime,omitempty"`
+}
+
+// GPUUtilizationSource names where status.resources.gpuUtilization was read.
+// +kubebuilder:validation:Enum=DCGM;Trainer
+type GPUUtilizationSource string
+
+const (
+	// GPUUtilizationSourceDCGM: NVIDIA DCGM exporter's DCGM_FI_DEV_GPU_UTIL
+	// for the job's pods, averaged, read from the Prometheus the manager is
+	// given (--prometheus-url). Preferred when it answers.
+	GPUUtilizationSourceDCGM GPUUtilizationSource = "DCGM"
+	// GPUUtilizationSourceTrainer: rank 0's training_gpu_utilization_percent
+	// gauge (the progress contract).
+	GPUUtilizationSourceTrainer GPUUtilizationSource = "Trainer"
+)
+
+// ResourceUsage is what the job's resources are doing.
+type ResourceUsage struct {
+	// GPUUtilization is the job's average GPU utilization, in percent.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	GPUUtilization *int32 `json:"gpuUtilization,omitempty"`
+	// GPUUtilizationSource is where gpuUtilization was read: DCGM or Trainer.
+	// +optional
+	GPUUtilizationSource GPUUtilizationSource `json:"gpuUtilizationSource,omitempty"`
 }
 
 // WorkerCounts counts pods by phase.

@@ -83,6 +83,22 @@ const (
 	EnvMLflowRunName         = EnvPrefixMLflow + "RUN_NAME"
 )
 
+// JAXInitializeCall is the one line a JAX trainer calls on the operator's
+// pods (after `import os, jax`). jax.distributed.initialize() reads
+// JAX_COORDINATOR_ADDRESS itself but never JAX_NUM_PROCESSES or
+// JAX_PROCESS_ID: with no arguments it takes the process count and id from
+// its cluster detection (Open MPI, Slurm, Cloud TPU, or a Kubernetes batch
+// Job with completionMode Indexed, the `kubernetes` Python client and RBAC
+// to list pods), none of which a TrainingJob's pods are. So the call passes
+// both, and turns the detection off so that an installed `kubernetes`
+// client is never consulted. Read from JAX v0.11.0 (commit a1521744c6dc):
+// jax/_src/distributed.py lines 76-93 and 98-111, jax/_src/clusters/
+// cluster.py lines 65-86, jax/_src/clusters/k8s_cluster.py lines 72-89,
+// 145, 183 and 274-280; cluster_detection_method="deactivate" exists since
+// JAX 0.4.36. docs/trainingjob.md and docs/decisions.md say the same.
+const JAXInitializeCall = `jax.distributed.initialize(num_processes=int(os.environ["` + EnvJAXNumProcesses +
+	`"]), process_id=int(os.environ["` + EnvJAXProcessID + `"]), cluster_detection_method="deactivate")`
+
 // EnvNCCLDebug is set to WARN with the nccl backend as a default only: the
 // user's spec.env comes after it and may turn NCCL's logging up, so it is
 // not reserved (docs/admission.md).

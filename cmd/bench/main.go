@@ -40,7 +40,7 @@ func run() (err error) {
 		return err
 	}
 	cfg := bench.Config{}
-	var memory, restart, skip, out, workdir, binDir, mgr, mgrArgs string
+	var memory, restart, gangRanks, gang, skip, out, workdir, binDir, mgr, mgrArgs string
 	flag.IntVar(&cfg.Jobs, "jobs", 500, "TrainingJobs in the burst (N).")
 	flag.IntVar(&cfg.Ranks, "ranks", 8, "Ranks per job (W).")
 	flag.IntVar(&cfg.Repeats, "repeats", 3, "Times each scenario runs.")
@@ -51,7 +51,9 @@ func run() (err error) {
 	flag.IntVar(&cfg.CostJobs, "cost-jobs", 10, "Jobs the API cost per job is averaged over.")
 	flag.StringVar(&memory, "memory-pods", "0,1000,4000", "Worker-pod counts at which the manager's memory is read.")
 	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
-	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart.")
+	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
+	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
+	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang.")
 	flag.StringVar(&out, "out", filepath.Join(wd, "bench", "results"), "Directory for <date>.json (empty: no file).")
 	flag.StringVar(&workdir, "workdir", "", "Cluster state directory (a temporary one when empty).")
 	flag.StringVar(&binDir, "bin", filepath.Join(wd, "bin"), "Directory with kwokctl, kwok and the control-plane binaries.")
@@ -70,6 +72,15 @@ func run() (err error) {
 	}
 	if cfg.RestartRanks, err = ints(restart); err != nil {
 		return fmt.Errorf("--restart-ranks: %w", err)
+	}
+	if cfg.GangRanks, err = ints(gangRanks); err != nil {
+		return fmt.Errorf("--gang-ranks: %w", err)
+	}
+	if gang != "" && gang != "native" {
+		return fmt.Errorf(`--gang: %q is not "native"`, gang)
+	}
+	if len(cfg.GangRanks) > 0 && gang != "native" {
+		return fmt.Errorf("--gang-ranks needs --gang native")
 	}
 	cfg.Skip = map[string]bool{}
 	for _, s := range strings.Split(skip, ",") {
@@ -94,7 +105,7 @@ func run() (err error) {
 	env, err := bench.Start(ctx, bench.EnvOptions{
 		RepoRoot: wd, BinDir: binDir, Manager: mgr, Workdir: workdir, Name: "bench",
 		Pods: cfg.Pods(), GPUsPerWorker: cfg.GPUsPerWorker, QPS: cfg.QPS, Burst: cfg.Burst,
-		ManagerArgs: strings.Fields(mgrArgs), Log: os.Stderr,
+		ManagerArgs: strings.Fields(mgrArgs), NativeGangs: gang == "native", Log: os.Stderr,
 	})
 	if err != nil {
 		return err

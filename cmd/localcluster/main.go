@@ -43,7 +43,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster run|down [--workdir DIR] [--name NAME] [--bin DIR] [-- manager flags]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster run|down [--workdir DIR] [--name NAME] [--bin DIR] [--gang native] [-- manager flags]")
 }
 
 func parseFlags(name string, args []string) (*localcluster.RunOptions, error) {
@@ -58,8 +58,17 @@ func parseFlags(name string, args []string) (*localcluster.RunOptions, error) {
 	fs.StringVar(&o.Workdir, "workdir", filepath.Join(wd, ".kwok"), "Where the cluster keeps its state, kubeconfig, certificates and logs.")
 	fs.StringVar(&o.Name, "name", "ml-operator", "Cluster name.")
 	fs.StringVar(&o.Manager, "manager", filepath.Join(wd, "bin", "manager"), "The manager binary (go build -o bin/manager ./cmd).")
+	gang := fs.String("gang", "", `"native": start the control plane with Kubernetes' native gang scheduling (feature gates `+
+		localcluster.NativeGangFeatureGates+", runtime config "+localcluster.NativeGangRuntimeConfig+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	switch *gang {
+	case "":
+	case "native":
+		o.NativeGangs = true
+	default:
+		return nil, fmt.Errorf(`--gang: %q is not "native" (or empty: no gates)`, *gang)
 	}
 	o.ManagerArgs = fs.Args()
 	for _, p := range []*string{&o.RepoRoot, &o.BinDir, &o.Workdir, &o.Manager} {

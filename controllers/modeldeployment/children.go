@@ -139,7 +139,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, s *passState) error {
 			// weight) is set to one replica once; the HPA takes it from there.
 			replicas = ptr.To[int32](1)
 		}
-		d, err := desiredDeployment(md, v, replicas, r.PodSecurity)
+		d, err := desiredDeployment(md, v, replicas, r.PodSecurity, r.storageInitializerImage())
 		if err != nil {
 			return err
 		}

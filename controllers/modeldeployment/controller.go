@@ -29,6 +29,7 @@ import (
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 )
 
 // FieldOwner is the server-side apply field manager of every child.
@@ -52,6 +53,10 @@ type Reconciler struct {
 	// PodSecurity are the admin's security defaults of model server pods
 	// (internal/podsecurity); the zero value sets no IDs and no HOME.
 	PodSecurity podsecurity.Defaults
+	// StorageInitializerImage is the image of the init container that
+	// fetches a version's http(s):// or s3:// modelPath (the manager's
+	// --storage-initializer-image); storageinit.DefaultImage when empty.
+	StorageInitializerImage string
 
 	// applied detects children changed behind the operator's back.
 	applied appliedRecords
@@ -185,4 +190,12 @@ func sooner(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// storageInitializerImage is the storage initializer's image.
+func (r *Reconciler) storageInitializerImage() string {
+	if r.StorageInitializerImage != "" {
+		return r.StorageInitializerImage
+	}
+	return storageinit.DefaultImage
 }

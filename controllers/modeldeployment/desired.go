@@ -176,8 +176,8 @@ func containerSecurityContext(md *mlv1.ModelDeployment) (*corev1ac.SecurityConte
 // DesiredDeployment is the Deployment the operator applies for version v of
 // md, as a typed object (for checks outside this package, such as the Pod
 // Security tests in test/integration/security). replicas is as for the apply.
-func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults) (*appsv1.Deployment, error) {
-	ac, err := desiredDeployment(md, v, replicas, pod)
+func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults, initImage string) (*appsv1.Deployment, error) {
+	ac, err := desiredDeployment(md, v, replicas, pod, initImage)
 	if err != nil {
 		return nil, err
 	}
@@ -191,13 +191,23 @@ func DesiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 // desiredDeployment is a version's model server Deployment. replicas is nil
 // whenever an HPA owns the version's scale: the field is then left out of the
 // apply, so the HPA's value stands and the two never fight. pod are the
-// admin's security defaults.
-func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults) (*appsv1ac.DeploymentApplyConfiguration, error) {
+// admin's security defaults; initImage is the storage initializer's image
+// (the manager's --storage-initializer-image).
+func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *int32, pod podsecurity.Defaults, initImage string) (*appsv1ac.DeploymentApplyConfiguration, error) {
 	labels := versionLabels(md, v.Name)
 	interval := md.Spec.EffectiveIntervalSeconds()
 	threshold := md.Spec.EffectiveFailureThreshold()
 	deadline := md.Spec.EffectiveProgressDeadlineSeconds()
 	port := md.Spec.EffectivePort()
+	// The model comes from modelPath through the model volume. A stored
+	// modelPath admission refuses today (gs://, hf:// from before the
+	// storage initializer) keeps the old contract: MODEL_PATH is the URI
+	// and the server loads it itself.
+	var src *mlv1.ModelSource
+	localPath := v.ModelPath
+	if s, err := mlv1.ParseModelPath(v.ModelPath); err == nil {
+		src, localPath = &s, s.LocalPath()
+	}
 
 	container := corev1ac.Container().
 		WithName(ContainerName).
@@ -205,7 +215,8 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 		WithPorts(corev1ac.ContainerPort().WithName(portName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(
 			corev1ac.EnvVar().WithName("MODEL_NAME").WithValue(md.Spec.ModelName),
-			corev1ac.EnvVar().WithName("MODEL_PATH").WithValue(v.ModelPath),
+			corev1ac.EnvVar().WithName(mlv1.EnvModelPath).WithValue(localPath),
+			corev1ac.EnvVar().WithName(mlv1.EnvModelURI).WithValue(v.ModelPath),
 			corev1ac.EnvVar().WithName("MODEL_VERSION").WithValue(v.Name),
 			corev1ac.EnvVar().WithName("FRAMEWORK").WithValue(string(md.Spec.Framework)),
 		).
@@ -224,12 +235,13 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 	if err != nil {
 		return nil, err
 	}
+	var resources *corev1ac.ResourceRequirementsApplyConfiguration
 	if res := md.Spec.Resources; len(res.Requests) > 0 || len(res.Limits) > 0 || len(res.Claims) > 0 {
-		rac := &corev1ac.ResourceRequirementsApplyConfiguration{}
-		if err := convertJSON(res, rac); err != nil {
+		resources = &corev1ac.ResourceRequirementsApplyConfiguration{}
+		if err := convertJSON(res, resources); err != nil {
 			return nil, fmt.Errorf("spec.resources: %w", err)
 		}
-		container.WithResources(rac)
+		container.WithResources(resources)
 	}
 
 	podSpec := corev1ac.PodSpec().
@@ -248,6 +260,11 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 			WithVolumeMounts(corev1ac.VolumeMount().WithName(cacheVolume).WithMountPath(ModelCacheMountPath))
 		podSpec.WithVolumes(corev1ac.Volume().WithName(cacheVolume).
 			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(mlv1.ModelCacheClaimName(md.Name, v.Name))))
+	}
+	if src != nil {
+		if err := addModelVolume(md, v, *src, initImage, resources, container, podSpec); err != nil {
+			return nil, err
+		}
 	}
 	podSpec.WithContainers(container)
 
@@ -268,6 +285,44 @@ func desiredDeployment(md *mlv1.ModelDeployment, v mlv1.ModelVersion, replicas *
 		WithLabels(labels).
 		WithOwnerReferences(ownerRef(md)).
 		WithSpec(spec), nil
+}
+
+// addModelVolume puts version v's model at mlv1.ModelMountPath in the
+// server container, read-only: a pvc:// claim is mounted there; an
+// http(s):// or s3:// model is fetched into an emptyDir by the storage
+// initializer init container, which runs with the server's security
+// context and resources (an init container adds nothing to the pod's
+// requests beyond them) and the version's Secret as its environment.
+func addModelVolume(md *mlv1.ModelDeployment, v mlv1.ModelVersion, src mlv1.ModelSource, initImage string,
+	resources *corev1ac.ResourceRequirementsApplyConfiguration, server *corev1ac.ContainerApplyConfiguration, podSpec *corev1ac.PodSpecApplyConfiguration) error {
+	server.WithVolumeMounts(corev1ac.VolumeMount().WithName(mlv1.ModelVolumeName).WithMountPath(mlv1.ModelMountPath).WithReadOnly(true))
+	if !src.Fetched() {
+		podSpec.WithVolumes(corev1ac.Volume().WithName(mlv1.ModelVolumeName).
+			WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName(src.Host).WithReadOnly(true)))
+		return nil
+	}
+	podSpec.WithVolumes(corev1ac.Volume().WithName(mlv1.ModelVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	sc, err := containerSecurityContext(md)
+	if err != nil {
+		return err
+	}
+	init := corev1ac.Container().
+		WithName(mlv1.StorageInitializerContainerName).
+		WithImage(initImage).
+		WithArgs(v.ModelPath, src.LocalPath()).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName(mlv1.ModelVolumeName).WithMountPath(mlv1.ModelMountPath)).
+		WithSecurityContext(sc).
+		// The initializer writes its one-line error to the termination
+		// message; a crash that writes none leaves its log's tail.
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+	if v.ModelSecretName != "" {
+		init.WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName(v.ModelSecretName)))
+	}
+	if resources != nil {
+		init.WithResources(resources)
+	}
+	podSpec.WithInitContainers(init)
+	return nil
 }
 
 // templateHash identifies a version's pod template: when it changes, the

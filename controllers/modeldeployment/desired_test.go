@@ -32,7 +32,7 @@ func testMD() *mlv1.ModelDeployment {
 			Port:      9000,
 			Versions: []mlv1.ModelVersion{
 				{Name: "v1", Weight: ptr.To[int32](90), ModelPath: "s3://m/v1"},
-				{Name: "v2", Weight: ptr.To[int32](10), ModelPath: "hf://org/m2", Image: "example.com/server:2"},
+				{Name: "v2", Weight: ptr.To[int32](10), ModelPath: "s3://models/fraud/v2", ModelSecretName: "s3-creds", Image: "example.com/server:2"},
 			},
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}},
 			Scaling: mlv1.ScalingSpec{MinReplicas: 2, MaxReplicas: ptr.To[int32](6), TargetCPUUtilization: 70,
@@ -76,7 +76,9 @@ func TestDesiredDeployment(t *testing.T) {
 		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(9000).WithProtocol(corev1.ProtocolTCP)).
 		WithEnv(
 			corev1ac.EnvVar().WithName("MODEL_NAME").WithValue("fraud-detector"),
-			corev1ac.EnvVar().WithName("MODEL_PATH").WithValue("hf://org/m2"),
+			// The local copy the storage initializer fetched.
+			corev1ac.EnvVar().WithName("MODEL_PATH").WithValue("/mnt/model/v2"),
+			corev1ac.EnvVar().WithName("MODEL_URI").WithValue("s3://models/fraud/v2"),
 			corev1ac.EnvVar().WithName("MODEL_VERSION").WithValue("v2"),
 			corev1ac.EnvVar().WithName("FRAMEWORK").WithValue("sklearn"),
 		).
@@ -94,7 +96,24 @@ func TestDesiredDeployment(t *testing.T) {
 		WithEnv(corev1ac.EnvVar().WithName("HOME").WithValue("/home/ml-operator")).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName("home").WithMountPath("/home/ml-operator")).
 		WithEnv(corev1ac.EnvVar().WithName("MODEL_CACHE_DIR").WithValue("/mnt/models")).
-		WithVolumeMounts(corev1ac.VolumeMount().WithName("model-cache").WithMountPath("/mnt/models"))
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("model-cache").WithMountPath("/mnt/models")).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("model").WithMountPath("/mnt/model").WithReadOnly(true))
+	// The storage initializer: the server's restricted security context and
+	// resources, the version's Secret as its environment, the emptyDir
+	// writable.
+	wantInit := corev1ac.Container().
+		WithName("storage-initializer").
+		WithImage("example.com/storage-initializer:1").
+		WithArgs("s3://models/fraud/v2", "/mnt/model/v2").
+		WithVolumeMounts(corev1ac.VolumeMount().WithName("model").WithMountPath("/mnt/model")).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithRunAsNonRoot(true).
+			WithAllowPrivilegeEscalation(false).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
+		WithEnvFrom(corev1ac.EnvFromSource().WithSecretRef(corev1ac.SecretEnvSource().WithName("s3-creds"))).
+		WithResources(corev1ac.ResourceRequirements().WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}))
 	wantSpec := func() *appsv1ac.DeploymentSpecApplyConfiguration {
 		return appsv1ac.DeploymentSpec().
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(map[string]string{
@@ -113,7 +132,9 @@ func TestDesiredDeployment(t *testing.T) {
 						corev1ac.Volume().WithName("model-config").WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName("fraud-model-config")),
 						corev1ac.Volume().WithName("home").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 						corev1ac.Volume().WithName("model-cache").WithPersistentVolumeClaim(corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName("fraud-v2-model")),
+						corev1ac.Volume().WithName("model").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 					).
+					WithInitContainers(wantInit).
 					WithContainers(wantContainer)))
 	}
 	cases := []struct {
@@ -128,7 +149,7 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := desiredDeployment(md, md.Spec.Versions[1], tc.replicas, podsecurity.NewDefaults())
+			got, err := desiredDeployment(md, md.Spec.Versions[1], tc.replicas, podsecurity.NewDefaults(), "example.com/storage-initializer:1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,10 +160,87 @@ func TestDesiredDeployment(t *testing.T) {
 	}
 }
 
+// Each modelPath scheme puts the model at /mnt/model in the server: a
+// pvc:// claim is mounted read-only (no init container); an http(s):// URL
+// is fetched into an emptyDir by the storage initializer, as the last
+// segment of its path; no modelPath adds nothing.
+func TestModelVolumePerScheme(t *testing.T) {
+	restricted := corev1ac.SecurityContext().
+		WithRunAsNonRoot(true).
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	serverMount := corev1ac.VolumeMount().WithName("model").WithMountPath("/mnt/model").WithReadOnly(true)
+	type want struct {
+		env     []string // MODEL_PATH, MODEL_URI
+		volume  *corev1ac.VolumeApplyConfiguration
+		mount   *corev1ac.VolumeMountApplyConfiguration
+		initCtr []corev1ac.ContainerApplyConfiguration
+	}
+	cases := []struct {
+		modelPath string
+		want      want
+	}{
+		{"pvc://models-claim/fraud/v1.json", want{
+			env: []string{"/mnt/model/fraud/v1.json", "pvc://models-claim/fraud/v1.json"},
+			volume: corev1ac.Volume().WithName("model").WithPersistentVolumeClaim(
+				corev1ac.PersistentVolumeClaimVolumeSource().WithClaimName("models-claim").WithReadOnly(true)),
+			mount: serverMount,
+		}},
+		{"http://store.ns.svc/models/fraud-v1.json?rev=2", want{
+			env:    []string{"/mnt/model/fraud-v1.json", "http://store.ns.svc/models/fraud-v1.json?rev=2"},
+			volume: corev1ac.Volume().WithName("model").WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			mount:  serverMount,
+			initCtr: []corev1ac.ContainerApplyConfiguration{*corev1ac.Container().
+				WithName("storage-initializer").
+				WithImage("example.com/storage-initializer:1").
+				WithArgs("http://store.ns.svc/models/fraud-v1.json?rev=2", "/mnt/model/fraud-v1.json").
+				WithVolumeMounts(corev1ac.VolumeMount().WithName("model").WithMountPath("/mnt/model")).
+				WithSecurityContext(restricted).
+				WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)},
+		}},
+		{"", want{env: []string{"", ""}}},
+		// Stored before gs:// was refused: passed on as it was.
+		{"gs://models/m", want{env: []string{"gs://models/m", "gs://models/m"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.modelPath, func(t *testing.T) {
+			md := testMD()
+			md.Spec.Storage = nil
+			md.Spec.Resources = corev1.ResourceRequirements{}
+			v := mlv1.ModelVersion{Name: "v1", ModelPath: tc.modelPath}
+			d, err := desiredDeployment(md, v, nil, podsecurity.Defaults{}, "example.com/storage-initializer:1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := d.Spec.Template.Spec
+			c := ps.Containers[0]
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[*e.Name] = *e.Value
+			}
+			got := want{env: []string{env["MODEL_PATH"], env["MODEL_URI"]}, initCtr: ps.InitContainers}
+			for i := range ps.Volumes {
+				if *ps.Volumes[i].Name == "model" {
+					got.volume = &ps.Volumes[i]
+				}
+			}
+			for i := range c.VolumeMounts {
+				if *c.VolumeMounts[i].Name == "model" {
+					got.mount = &c.VolumeMounts[i]
+				}
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // The template hash changes with what restarts the pods, not with weights.
 func TestTemplateHash(t *testing.T) {
 	hash := func(md *mlv1.ModelDeployment) string {
-		d, err := desiredDeployment(md, md.Spec.Versions[0], nil, podsecurity.NewDefaults())
+		d, err := desiredDeployment(md, md.Spec.Versions[0], nil, podsecurity.NewDefaults(), "example.com/storage-initializer:1")
 		if err != nil {
 			t.Fatal(err)
 		}

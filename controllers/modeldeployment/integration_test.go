@@ -568,9 +568,16 @@ func TestSeedExampleCreatesChildren(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{
 		"HOME":       "/home/ml-operator", // the manager's default --pod-home
-		"MODEL_NAME": "sentiment-classifier", "MODEL_PATH": "s3://models/sentiment/v1/model.pt",
-		"MODEL_VERSION": "v1", "FRAMEWORK": "pytorch",
+		"MODEL_NAME": "sentiment-classifier", "MODEL_PATH": "/mnt/model/model.pt",
+		"MODEL_URI": "s3://models/sentiment/v1/model.pt", "MODEL_VERSION": "v1", "FRAMEWORK": "pytorch",
 	}, env)
+	// The seed's s3:// model is fetched by the storage initializer, the
+	// manager's default image.
+	require.Len(t, d.Spec.Template.Spec.InitContainers, 1)
+	ic := d.Spec.Template.Spec.InitContainers[0]
+	assert.Equal(t, mlv1.StorageInitializerContainerName, ic.Name)
+	assert.Equal(t, "ghcr.io/ml-operator/storage-initializer:v0.2.0", ic.Image)
+	assert.Equal(t, []string{"s3://models/sentiment/v1/model.pt", "/mnt/model/model.pt"}, ic.Args)
 	assert.Equal(t, "2", c.Resources.Limits.Cpu().String())
 	assert.Equal(t, "2Gi", c.Resources.Requests.Memory().String())
 	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {

@@ -154,7 +154,7 @@ func (r *Reconciler) newPassState(md *mlv1.ModelDeployment, obs *observed, route
 func (r *Reconciler) evaluateVersions(ctx context.Context, s *passState) error {
 	md, spec := s.md, &s.md.Spec
 	for _, v := range spec.Versions {
-		d, err := desiredDeployment(md, v, nil, r.PodSecurity)
+		d, err := desiredDeployment(md, v, nil, r.PodSecurity, r.storageInitializerImage())
 		if err != nil {
 			return err
 		}

@@ -127,3 +127,50 @@ func TestModelServerTheKubeletRefusesIsVisible(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, hc.Status)
 	assert.Equal(t, mlv1.ReasonContainerCannotStart, hc.Reason)
 }
+
+// A model the storage initializer cannot fetch is visible with the
+// initializer's own message (its termination message, as the kubelet
+// reports it in the pod's init container status).
+func TestFailedModelFetchIsVisible(t *testing.T) {
+	h := newHarness(t)
+	h.create(testutil.ModelDeployment("mf", "").Router(mlv1.RouterService).Version("v1", -1, "http://store.models.svc/fraud-v3.json").Obj())
+	h.reconcile("mf")
+	d := h.deployment("mf-v1")
+	require.Len(t, d.Spec.Template.Spec.InitContainers, 1)
+	require.Equal(t, mlv1.StorageInitializerContainerName, d.Spec.Template.Spec.InitContainers[0].Name)
+	ctx := context.Background()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "mf-v1-abcde", Namespace: h.ns, Labels: map[string]string{
+			mlv1.LabelModelDeployment: "mf", mlv1.LabelModelVersion: "v1", mlv1.LabelManagedBy: mlv1.ManagedByValue,
+		}},
+		Spec: d.Spec.Template.Spec,
+	}
+	require.NoError(t, k8s.Create(ctx, p))
+	const msg = "GET http://store.models.svc/fraud-v3.json: 404 Not Found"
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending,
+		InitContainerStatuses: []corev1.ContainerStatus{{
+			Name: mlv1.StorageInitializerContainerName, Image: p.Spec.InitContainers[0].Image, RestartCount: 2,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+				Message: "back-off 20s restarting failed container=storage-initializer"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", Message: msg}},
+		}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: mdctrl.ContainerName, Image: p.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}},
+		}},
+	}
+	require.NoError(t, k8s.Status().Update(ctx, p))
+	require.Eventually(t, func() bool {
+		h.reconcile("mf")
+		return progressing(t, h.md("mf")).Reason == mlv1.ReasonModelFetchFailed
+	}, testutil.Timeout, testutil.Interval)
+	c := progressing(t, h.md("mf"))
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "version v1: pod mf-v1-abcde: the storage initializer could not fetch the model: "+msg, c.Message)
+	hc := meta.FindStatusCondition(h.md("mf").Status.Conditions, mlv1.ModelDeploymentHealthy)
+	require.NotNil(t, hc)
+	assert.Equal(t, metav1.ConditionFalse, hc.Status)
+	assert.Equal(t, mlv1.ReasonModelFetchFailed, hc.Reason)
+	assert.Equal(t, c.Message, hc.Message)
+}

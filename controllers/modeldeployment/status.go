@@ -173,8 +173,9 @@ func refusedCondition(err error, generation int64) metav1.Condition {
 
 // blocked is why a version's pods do not come up on their own: the
 // ReplicaSet controller could not create them (the Deployment's
-// ReplicaFailure condition, with the API server's message), or the kubelet
-// will not start a container (with the kubelet's message).
+// ReplicaFailure condition, with the API server's message), the storage
+// initializer could not fetch the model (its termination message), or the
+// kubelet will not start a container (with the kubelet's message).
 func blocked(dep *appsv1.Deployment, pods []corev1.Pod) (reason, message string) {
 	if dep != nil {
 		for _, c := range dep.Status.Conditions {
@@ -187,11 +188,45 @@ func blocked(dep *appsv1.Deployment, pods []corev1.Pod) (reason, message string)
 		if pods[i].DeletionTimestamp != nil {
 			continue
 		}
+		if msg, ok := fetchFailure(&pods[i]); ok {
+			return mlv1.ReasonModelFetchFailed, fmt.Sprintf("pod %s: the storage initializer could not fetch the model: %s", pods[i].Name, msg)
+		}
+	}
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			continue
+		}
 		if msg, ok := podsecurity.NotStarting(&pods[i], runAsNonRootFix); ok {
 			return mlv1.ReasonContainerCannotStart, fmt.Sprintf("pod %s cannot start: %s", pods[i].Name, msg)
 		}
 	}
 	return "", ""
+}
+
+// fetchFailure is the storage initializer's last failure in pod, while it
+// has not succeeded since: its termination message (one line, written by
+// the initializer; the log's tail when it wrote none), or its exit code.
+func fetchFailure(pod *corev1.Pod) (string, bool) {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != mlv1.StorageInitializerContainerName {
+			continue
+		}
+		t := cs.State.Terminated
+		if t != nil && t.ExitCode == 0 {
+			return "", false
+		}
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t == nil || t.ExitCode == 0 {
+			return "", false
+		}
+		if msg := strings.TrimSpace(t.Message); msg != "" {
+			return msg, true
+		}
+		return fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason), true
+	}
+	return "", false
 }
 
 // runAsNonRootFix is what to do when the kubelet refuses an image under

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -142,4 +144,39 @@ func TestPhase(t *testing.T) {
 			t.Errorf("%s: phase = %s, want %s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// A storage initializer that failed (and has not succeeded since) blocks
+// the version with its termination message; one that succeeded after
+// earlier failures does not; without a message the exit code is given.
+func TestBlockedByAFailedFetch(t *testing.T) {
+	initStatus := func(state, last corev1.ContainerState) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fraud-v3-x"}, Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "storage-initializer", State: state, LastTerminationState: last}},
+		}}
+	}
+	failed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+		Message: "GET http://store/fraud-v3.json: 404 Not Found\n"}}
+	backOff := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	done := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	silent := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+
+	want := "pod fraud-v3-x: the storage initializer could not fetch the model: GET http://store/fraud-v3.json: 404 Not Found"
+	for name, pod := range map[string]corev1.Pod{
+		"Init:Error":            initStatus(failed, corev1.ContainerState{}),
+		"Init:CrashLoopBackOff": initStatus(backOff, failed),
+	} {
+		reason, msg := blocked(nil, []corev1.Pod{pod})
+		assert.Equal(t, mlv1.ReasonModelFetchFailed, reason, name)
+		assert.Equal(t, want, msg, name)
+	}
+	reason, _ := blocked(nil, []corev1.Pod{initStatus(done, failed)})
+	assert.Empty(t, reason, "fetched after an earlier failure")
+	_, msg := blocked(nil, []corev1.Pod{initStatus(silent, corev1.ContainerState{})})
+	assert.Equal(t, "pod fraud-v3-x: the storage initializer could not fetch the model: exit code 137 (OOMKilled)", msg)
+
+	// The conditions quote it.
+	vs := []versionResult{{name: "v3", sizing: 10, blockedReason: mlv1.ReasonModelFetchFailed, blockedMessage: want}}
+	assert.Equal(t, cond(mlv1.ModelDeploymentProgressing, false, mlv1.ReasonModelFetchFailed, "version v3: "+want), progressingCondition(vs, 7))
+	assert.Equal(t, cond(mlv1.ModelDeploymentHealthy, false, mlv1.ReasonModelFetchFailed, "version v3: "+want), healthyCondition(vs, 7))
 }

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 	"github.com/ml-operator/ml-operator/internal/refusal"
 )
 
@@ -25,8 +27,11 @@ import (
 func (r *Reconciler) ensureResources(ctx context.Context, p *pass) (refused bool, err error) {
 	job := p.job
 	objs := []client.Object{desiredService(job), desiredConfigMap(job)}
-	if pvc := desiredPVC(job); pvc != nil {
-		objs = append(objs, pvc)
+	if job.Spec.UsesCheckpointPVC() {
+		// Built once it is known to be missing: its access modes depend
+		// on its StorageClass, read only then.
+		objs = append(objs, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+			Name: mlv1.CheckpointPVCName(job.Name), Namespace: job.Namespace}})
 	}
 	for _, obj := range objs {
 		existing := obj.DeepCopyObject().(client.Object)
@@ -36,11 +41,21 @@ func (r *Reconciler) ensureResources(ctx context.Context, p *pass) (refused bool
 				if err := r.syncPVCOwnership(ctx, job, pvc); err != nil {
 					return false, err
 				}
+				p.shareNode = job.Spec.RanksShareANode(pvc.Spec.AccessModes)
 			}
 			continue
 		}
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("reading %T %s: %w", obj, obj.GetName(), err)
+		}
+		if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+			shared, err := r.checkpointClassShared(ctx, &job.Spec)
+			if err != nil {
+				return false, err
+			}
+			pvc := desiredPVC(job, shared)
+			p.shareNode = job.Spec.RanksShareANode(pvc.Spec.AccessModes)
+			obj = pvc
 		}
 		err = r.client.Create(ctx, obj)
 		switch {
@@ -120,11 +135,11 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	}
 	var want []*corev1.Pod
 	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
-		want = append(want, desiredWorkerPod(job, rank, attempt, &r.cfg))
+		want = append(want, desiredWorkerPod(job, rank, attempt, &r.cfg, p.shareNode))
 	}
 	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
 		for i := int32(0); i < job.Spec.ParameterServers; i++ {
-			want = append(want, desiredPSPod(job, i, attempt, &r.cfg))
+			want = append(want, desiredPSPod(job, i, attempt, &r.cfg, p.shareNode))
 		}
 	}
 	var missing, inFlight []*corev1.Pod
@@ -141,11 +156,17 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 	if len(missing) == 0 {
 		return workersOnly(inFlight), nil
 	}
-	// A gang scheduler's PodGroup exists before the pods that name it.
+	// A gang scheduler's PodGroup exists before the pods that name it. Under
+	// Kueue (a queue name) the default scheduler gets no native group: Kueue
+	// admits the gang (status.gangPlacement Kueue).
 	gang := desiredGang(job, attempt, want)
-	scheduler, grouped, err := r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang)
-	if err != nil {
-		return workersOnly(inFlight), err
+	var scheduler podgroups.Scheduler
+	grouped := false
+	if job.Spec.Scheduling.QueueName == "" || !podgroups.IsDefaultScheduler(job.Spec.Scheduling.SchedulerName) {
+		var err error
+		if scheduler, grouped, err = r.podGroups.Ensure(ctx, job.Spec.Scheduling.SchedulerName, gang); err != nil {
+			return workersOnly(inFlight), err
+		}
 	}
 	if grouped {
 		for _, pod := range missing {
@@ -258,4 +279,59 @@ func (r *Reconciler) syncPVCOwnership(ctx context.Context, job *mlv1.TrainingJob
 		return fmt.Errorf("updating the owner of checkpoint PVC %s (retainOnDelete %t): %w", pvc.Name, !want, err)
 	}
 	return nil
+}
+
+// checkpointClassShared reports whether the StorageClass the job's
+// checkpoint claim will use serves volumes many nodes may mount
+// (mlv1.StorageClassReadWriteMany). It is read, uncached, only when the
+// claim is about to be created and its access mode is the operator's to
+// choose: the claim's modes never change afterwards. No class (a claim
+// with storageClassName "", a named class that does not exist, no default
+// class) is not shared: such a claim binds to whatever the admin provides,
+// and ReadWriteOnce asks the least of it.
+func (r *Reconciler) checkpointClassShared(ctx context.Context, spec *mlv1.TrainingJobSpec) (bool, error) {
+	if len(spec.Checkpoint.Storage.AccessModes) > 0 || spec.GangSize() < 2 {
+		return false, nil
+	}
+	var class *storagev1.StorageClass
+	if name := spec.Checkpoint.Storage.StorageClassName; name != nil {
+		if *name == "" {
+			return false, nil
+		}
+		class = &storagev1.StorageClass{}
+		if err := r.apiReader.Get(ctx, client.ObjectKey{Name: *name}, class); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("reading StorageClass %s: %w", *name, err)
+		}
+	} else {
+		list := &storagev1.StorageClassList{}
+		if err := r.apiReader.List(ctx, list); err != nil {
+			return false, fmt.Errorf("listing StorageClasses for the default one: %w", err)
+		}
+		if class = defaultStorageClass(list.Items); class == nil {
+			return false, nil
+		}
+	}
+	return mlv1.StorageClassReadWriteMany(class.Provisioner, class.Annotations), nil
+}
+
+// defaultStorageClass is the class a claim without storageClassName gets:
+// of those marked default, the newest (then the first by name), as the API
+// server's DefaultStorageClass admission picks it; nil when none is.
+func defaultStorageClass(classes []storagev1.StorageClass) *storagev1.StorageClass {
+	var best *storagev1.StorageClass
+	for i := range classes {
+		c := &classes[i]
+		if c.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" &&
+			c.Annotations["storageclass.beta.kubernetes.io/is-default-class"] != "true" {
+			continue
+		}
+		if best == nil || c.CreationTimestamp.After(best.CreationTimestamp.Time) ||
+			(c.CreationTimestamp.Equal(&best.CreationTimestamp) && c.Name < best.Name) {
+			best = c
+		}
+	}
+	return best
 }

@@ -1,10 +1,12 @@
 package trainingjob
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/utils/clock"
 
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/mlflow"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
@@ -14,6 +16,10 @@ import (
 type Config struct {
 	// DefaultImages are the worker images per framework for jobs that name none.
 	DefaultImages map[string]string
+	// DefaultCommands are the launch commands per framework for jobs that
+	// name no command and no args (mlv1.LaunchTemplate). A framework
+	// without one, or with an empty one, runs the image's entrypoint.
+	DefaultCommands map[string]mlv1.LaunchTemplate
 	// GPUNodeSelector is added to the node selector of GPU workers.
 	GPUNodeSelector map[string]string
 	// PodSecurity are the security defaults of worker pods whose template
@@ -37,6 +43,10 @@ type Config struct {
 	ScrapeBackoffMax time.Duration
 	// Scraper reads rank 0's progress.
 	Scraper progress.Scraper
+	// DCGM, when set, reads a job's GPU utilization from NVIDIA's DCGM
+	// exporter (through Prometheus) at each scrape of rank 0; its answer
+	// wins over rank 0's own gauge.
+	DCGM GPUMeter
 	// MLflow is the MLflow tracking client, for jobs with spec.tracking.mlflow.
 	MLflow mlflow.Client
 	// PlacementTimeout is the placement timeout of jobs that set no
@@ -95,4 +105,11 @@ func (c Config) withDefaults() Config {
 		c.StatusBatchPeriod = DefaultStatusBatchPeriod
 	}
 	return c
+}
+
+// GPUMeter reads a job's average GPU utilization in percent; ok is false
+// when it has no reading for the job's pods. prometheus.HTTPSource is the
+// implementation (DCGM_FI_DEV_GPU_UTIL).
+type GPUMeter interface {
+	JobGPUUtilization(ctx context.Context, namespace, job string) (percent float64, ok bool, err error)
 }

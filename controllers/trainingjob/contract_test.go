@@ -38,9 +38,9 @@ func operatorEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
 	for _, job := range contractJobs() {
-		pods := []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg), desiredWorkerPod(job, 1, 0, &testCfg)}
+		pods := []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg, false), desiredWorkerPod(job, 1, 0, &testCfg, false)}
 		for i := range job.Spec.ParameterServers {
-			pods = append(pods, desiredPSPod(job, i, 0, &testCfg))
+			pods = append(pods, desiredPSPod(job, i, 0, &testCfg, false))
 		}
 		for _, pod := range pods {
 			env := pod.Spec.Containers[0].Env

@@ -47,9 +47,11 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=scheduling.volcano.sh,resources=podgroups,verbs=get;list;create;delete
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;create;delete
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;create;delete
 
 // Reconciler drives TrainingJobs from create to Completed or Failed.
 type Reconciler struct {
@@ -63,7 +65,8 @@ type Reconciler struct {
 	tracking *scrapeTracker
 	// batch holds back counters-only status writes.
 	batch *statusBatch
-	// podGroups creates a gang scheduler's PodGroup for each attempt.
+	// podGroups creates a gang scheduler's PodGroup (or the native
+	// Workload and PodGroup) for each attempt.
 	podGroups podgroups.Ensurer
 }
 
@@ -71,16 +74,17 @@ type Reconciler struct {
 // apiReader reads the API server directly, for the rare uncached look-ups
 // (full Node objects).
 func NewReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder, cfg Config) *Reconciler {
+	cfg = cfg.withDefaults()
 	return &Reconciler{
 		client:    c,
 		apiReader: apiReader,
 		recorder:  recorder,
-		cfg:       cfg.withDefaults(),
+		cfg:       cfg,
 		expect:    newExpectations(),
 		scrapes:   newScrapeTracker(),
 		tracking:  newScrapeTracker(),
 		batch:     newStatusBatch(),
-		podGroups: podgroups.NewClient(c),
+		podGroups: podgroups.NewClient(c, cfg.Clock.Now),
 	}
 }
 
@@ -175,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.emit(p, err == nil && !lost)
 	if err != nil {
-		reconcileErrors.WithLabelValues(job.Namespace, job.Namespace).Inc()
+		reconcileErrors.WithLabelValues(job.Namespace, job.Namespace, errorType(err)).Inc()
 		return ctrl.Result{}, err
 	}
 	if lost {

@@ -43,7 +43,7 @@ func deleting() podOpt {
 func gang(job *mlv1.TrainingJob, rank int32, opts ...podOpt) []*corev1.Pod {
 	var pods []*corev1.Pod
 	for r := int32(0); r < job.Spec.EffectiveNumWorkers(); r++ {
-		p := desiredWorkerPod(job, r, job.Status.Attempt(), &testCfg)
+		p := desiredWorkerPod(job, r, job.Status.Attempt(), &testCfg, false)
 		p.Status.Phase = corev1.PodRunning
 		if r == rank {
 			for _, o := range opts {
@@ -334,7 +334,7 @@ func TestDecideRescaleOfUnlabelledPods(t *testing.T) {
 func TestDecideParameterServers(t *testing.T) {
 	job := jobWith(mlv1.RestartPolicyOnFailure, 0)
 	job.Spec.Framework, job.Spec.ParameterServers = mlv1.FrameworkTensorFlow, 1
-	ps := desiredPSPod(job, 0, 0, &testCfg)
+	ps := desiredPSPod(job, 0, 0, &testCfg, false)
 	ps.Status.Phase = corev1.PodRunning
 
 	// Workers done, the parameter server still serving: complete.
@@ -380,7 +380,7 @@ func TestExitOf(t *testing.T) {
 func TestPodNumWorkersAndLabels(t *testing.T) {
 	job := jobWith(mlv1.RestartPolicyOnFailure, 2)
 	job.Status.Disruptions = 1
-	p := desiredWorkerPod(job, 1, job.Status.Attempt(), &testCfg)
+	p := desiredWorkerPod(job, 1, job.Status.Attempt(), &testCfg, false)
 	if podNumWorkers(p) != 2 || rankOf(p) != 1 || attemptOf(p) != 3 {
 		t.Errorf("numWorkers=%d rank=%d attempt=%d", podNumWorkers(p), rankOf(p), attemptOf(p))
 	}

@@ -43,8 +43,10 @@ func ownerRef(job *mlv1.TrainingJob) metav1.OwnerReference {
 	return *metav1.NewControllerRef(job, mlv1.GroupVersion.WithKind("TrainingJob"))
 }
 
-// desiredWorkerPod is the pod of one rank in one gang attempt.
-func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *corev1.Pod {
+// desiredWorkerPod is the pod of one rank in one gang attempt. With
+// shareNode (the checkpoint claim no two nodes may mount), every rank but
+// rank 0 runs on rank 0's node.
+func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, shareNode bool) *corev1.Pod {
 	spec := &job.Spec
 	name := mlv1.WorkerPodName(job.Name, rank)
 
@@ -58,6 +60,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	}
 	labels[mlv1.LabelRank] = strconv.Itoa(int(rank))
 	labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypeWorker
+	labels[mlv1.LabelLabWorker] = job.Name
 	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
 	// The gang's shape, as this pod is created for it: a resize is seen by
 	// comparing these labels with the spec, never by reading the env back.
@@ -138,7 +141,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 			Containers: []corev1.Container{{
 				Name:    TrainerContainerName,
 				Image:   spec.EffectiveImage(cfg.DefaultImages),
-				Command: spec.Command,
+				Command: workerCommand(spec, cfg),
 				Args:    spec.Args,
 				Env:     env,
 				Ports: []corev1.ContainerPort{
@@ -163,19 +166,60 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config) *
 	if q := spec.Scheduling.QueueName; q != "" {
 		// Kueue's plain-pod group integration admits the gang as one unit. The
 		// group is per attempt: a restarted gang is a new workload.
-		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), gangSize(spec))
+		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), spec.GangSize())
+	}
+	if shareNode && rank != 0 {
+		onRankZerosNode(pod, job, attempt)
 	}
 	return pod
+}
+
+// onRankZerosNode adds to pod a required affinity for the node of rank 0's
+// pod of the same attempt, after the job's own affinity terms.
+func onRankZerosNode(pod *corev1.Pod, job *mlv1.TrainingJob, attempt int32) {
+	aff := pod.Spec.Affinity.DeepCopy()
+	if aff == nil {
+		aff = &corev1.Affinity{}
+	}
+	if aff.PodAffinity == nil {
+		aff.PodAffinity = &corev1.PodAffinity{}
+	}
+	aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = append(aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution,
+		corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				mlv1.LabelTrainingJob:    job.Name,
+				mlv1.LabelReplicaType:    mlv1.ReplicaTypeWorker,
+				mlv1.LabelRank:           "0",
+				mlv1.LabelRestartAttempt: strconv.Itoa(int(attempt)),
+			}},
+			TopologyKey: corev1.LabelHostname,
+		})
+	pod.Spec.Affinity = aff
+}
+
+// workerCommand is spec.command, or, when the job names neither a command
+// nor args, the admin's default launch command for its framework
+// (mlv1.LaunchTemplate) expanded for the job. A job with args only runs
+// them under the image's entrypoint, as a Kubernetes container does.
+func workerCommand(spec *mlv1.TrainingJobSpec, cfg *Config) []string {
+	if len(spec.Command) > 0 || len(spec.Args) > 0 {
+		return spec.Command
+	}
+	return cfg.DefaultCommands[string(spec.EffectiveFramework())].Expand(spec)
 }
 
 // desiredPSPod is a TensorFlow parameter server of a gang attempt: the
 // worker pod's settings, without GPUs, named <name>-ps-<i>, with TF_CONFIG
 // task type ps.
-func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config) *corev1.Pod {
-	pod := desiredWorkerPod(job, index, attempt, cfg)
+func desiredPSPod(job *mlv1.TrainingJob, index, attempt int32, cfg *Config, shareNode bool) *corev1.Pod {
+	pod := desiredWorkerPod(job, index, attempt, cfg, false)
+	if shareNode {
+		onRankZerosNode(pod, job, attempt)
+	}
 	name := mlv1.PSPodName(job.Name, index)
 	pod.Name, pod.Spec.Hostname = name, name
 	pod.Labels[mlv1.LabelReplicaType] = mlv1.ReplicaTypePS
+	delete(pod.Labels, mlv1.LabelLabWorker)
 	c := &pod.Spec.Containers[0]
 	gpu := job.Spec.EffectiveGPUResourceName()
 	delete(c.Resources.Limits, gpu)
@@ -207,20 +251,10 @@ func desiredGang(job *mlv1.TrainingJob, attempt int32, pods []*corev1.Pod) podgr
 		Labels:            labels,
 		Siblings:          map[string]string{mlv1.LabelTrainingJob: job.Name},
 		Owner:             ownerRef(job),
-		MinMember:         gangSize(&job.Spec),
+		MinMember:         job.Spec.GangSize(),
 		Pods:              pods,
 		PriorityClassName: job.Spec.Scheduling.PriorityClassName,
 	}
-}
-
-// gangSize is the number of pods of one attempt: the ranks and, for
-// tensorflow, the parameter servers.
-func gangSize(spec *mlv1.TrainingJobSpec) int32 {
-	n := spec.EffectiveNumWorkers()
-	if spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
-		n += spec.ParameterServers
-	}
-	return n
 }
 
 // workerResources are spec.resources with the GPUs set as requests = limits.
@@ -324,13 +358,15 @@ func desiredConfigMap(job *mlv1.TrainingJob) *corev1.ConfigMap {
 	}
 }
 
-// desiredPVC is the checkpoint PVC, or nil when the job uses none of its own.
+// desiredPVC is the checkpoint PVC, or nil when the job uses none of its
+// own. sharedClass says whether its StorageClass serves volumes many nodes
+// may mount (mlv1.TrainingJobSpec.CheckpointAccessModes).
 // A retained PVC (checkpoint.retainOnDelete, the default) has no owner
 // reference, only the job's labels: any owner reference would let the garbage
 // collector delete it, and a foreground deletion (kubectl
 // --cascade=foreground, Argo CD) deletes dependents before any finalizer of
 // ours could release them.
-func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
+func desiredPVC(job *mlv1.TrainingJob, sharedClass bool) *corev1.PersistentVolumeClaim {
 	spec := &job.Spec
 	if !spec.UsesCheckpointPVC() {
 		return nil
@@ -351,7 +387,7 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 			OwnerReferences: owners,
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      spec.EffectiveCheckpointAccessModes(),
+			AccessModes:      spec.CheckpointAccessModes(sharedClass),
 			StorageClassName: spec.Checkpoint.Storage.StorageClassName,
 			Resources: corev1.VolumeResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceStorage: size},
@@ -361,8 +397,10 @@ func desiredPVC(job *mlv1.TrainingJob) *corev1.PersistentVolumeClaim {
 }
 
 // DesiredWorkerPod is the pod the operator creates for a rank in a gang
-// attempt. It is exported for tests that run the generated environment
-// under real launchers (test/torch/launcher).
+// attempt whose checkpoint claim many nodes may mount (without the affinity
+// for rank 0's node a ReadWriteOnce claim adds). It is exported for tests
+// that run the generated environment and command under real launchers
+// (test/torch).
 func DesiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg Config) *corev1.Pod {
-	return desiredWorkerPod(job, rank, attempt, &cfg)
+	return desiredWorkerPod(job, rank, attempt, &cfg, false)
 }

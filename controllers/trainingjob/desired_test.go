@@ -93,6 +93,8 @@ func wantPod(image string, frameworkEnv ...corev1.EnvVar) *corev1.Pod {
 				"ml.example.com/restart-attempt": "3",
 				"ml.example.com/num-workers":     "2",
 				"app.kubernetes.io/managed-by":   "ml-operator",
+				// The lab's label (docs/decisions.md).
+				"trainingjob.ml.example.com/worker": "bert",
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "ml.example.com/v1", Kind: "TrainingJob", Name: "bert", UID: "uid-1",
@@ -173,7 +175,7 @@ func TestDesiredWorkerPodPerFramework(t *testing.T) {
 		t.Run(string(tt.framework)+"/"+tt.image, func(t *testing.T) {
 			job := testJob(tt.framework)
 			job.Spec.Image = tt.image
-			got := desiredWorkerPod(job, 1, 3, &testCfg)
+			got := desiredWorkerPod(job, 1, 3, &testCfg, false)
 			if tt.framework == mlv1.FrameworkTensorFlow {
 				tt.want.Labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
 			}
@@ -209,7 +211,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	}
 	job.Status.LastCheckpoint = &mlv1.CheckpointStatus{Epoch: 4}
 
-	got := desiredWorkerPod(job, 0, 1, &testCfg)
+	got := desiredWorkerPod(job, 0, 1, &testCfg, false)
 
 	want := corev1.PodSpec{
 		Hostname: "bert-worker-0", Subdomain: "bert-workers", RestartPolicy: corev1.RestartPolicyNever,
@@ -250,6 +252,7 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 	wantLabels := map[string]string{
 		"team": "nlp", mlv1.LabelRank: "0", mlv1.LabelTrainingJob: "bert", mlv1.LabelReplicaType: "worker",
 		mlv1.LabelRestartAttempt: "1", mlv1.LabelManagedBy: mlv1.ManagedByValue, mlv1.LabelNumWorkers: "2",
+		mlv1.LabelLabWorker:         "bert",
 		"kueue.x-k8s.io/queue-name": "team-q", "kueue.x-k8s.io/pod-group-name": "bert-1",
 	}
 	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
@@ -311,14 +314,20 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
 		},
 	}
-	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
+	if diff := cmp.Diff(wantPVC, desiredPVC(job, true)); diff != "" {
 		t.Errorf("pvc mismatch (-want +got):\n%s", diff)
+	}
+	// A StorageClass that serves no shared volumes: ReadWriteOnce, and the
+	// ranks share a node (TestRanksShareRankZerosNode).
+	wantPVC.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	if diff := cmp.Diff(wantPVC, desiredPVC(job, false)); diff != "" {
+		t.Errorf("pvc of a class without shared volumes mismatch (-want +got):\n%s", diff)
 	}
 	job.Spec.Checkpoint.RetainOnDelete = ptr.To(false)
 	job.Spec.NumWorkers = 1
 	wantPVC.OwnerReferences = owner
 	wantPVC.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
+	if diff := cmp.Diff(wantPVC, desiredPVC(job, false)); diff != "" {
 		t.Errorf("pvc with retainOnDelete false mismatch (-want +got):\n%s", diff)
 	}
 
@@ -333,7 +342,7 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 		StorageClassName: ptr.To("fast-nfs"),
 		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("250Gi")}},
 	}
-	if diff := cmp.Diff(wantPVC, desiredPVC(job)); diff != "" {
+	if diff := cmp.Diff(wantPVC, desiredPVC(job, false)); diff != "" {
 		t.Errorf("pvc with storage overrides mismatch (-want +got):\n%s", diff)
 	}
 
@@ -346,7 +355,7 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 	} {
 		j := testJob(mlv1.FrameworkPyTorch)
 		mutate(j)
-		if pvc := desiredPVC(j); pvc != nil {
+		if pvc := desiredPVC(j, false); pvc != nil {
 			t.Errorf("%s: want no checkpoint PVC, got %s", name, pvc.Name)
 		}
 	}
@@ -355,15 +364,15 @@ func TestDesiredServiceConfigMapPVC(t *testing.T) {
 func TestDesiredPSPod(t *testing.T) {
 	job := testJob(mlv1.FrameworkTensorFlow)
 	job.Spec.ParameterServers = 2
-	got := desiredPSPod(job, 1, 0, &testCfg)
+	got := desiredPSPod(job, 1, 0, &testCfg, false)
 	if got.Name != "bert-ps-1" || got.Spec.Hostname != "bert-ps-1" || got.Spec.Subdomain != "bert-workers" {
 		t.Errorf("name %s hostname %s subdomain %s", got.Name, got.Spec.Hostname, got.Spec.Subdomain)
 	}
 	job.Spec.Scheduling.QueueName = "q"
-	if n := desiredPSPod(job, 0, 0, &testCfg).Annotations["kueue.x-k8s.io/pod-group-total-count"]; n != "4" {
+	if n := desiredPSPod(job, 0, 0, &testCfg, false).Annotations["kueue.x-k8s.io/pod-group-total-count"]; n != "4" {
 		t.Errorf("Kueue pod group of 2 workers and 2 parameter servers counts %s pods", n)
 	}
-	if got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
+	if _, worker := got.Labels[mlv1.LabelLabWorker]; worker || got.Labels[mlv1.LabelReplicaType] != "ps" || got.Labels[mlv1.LabelRestartAttempt] != "0" {
 		t.Errorf("labels %v", got.Labels)
 	}
 	if diff := cmp.Diff(corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}, got.Spec.Containers[0].Resources); diff != "" {
@@ -393,7 +402,7 @@ func TestKueuePodGroupPerAttempt(t *testing.T) {
 	for _, attempt := range []int32{0, 1, 2} {
 		want := fmt.Sprintf("bert-%d", attempt)
 		for rank := range job.Spec.EffectiveNumWorkers() {
-			p := desiredWorkerPod(job, rank, attempt, &testCfg)
+			p := desiredWorkerPod(job, rank, attempt, &testCfg, false)
 			if p.Labels["kueue.x-k8s.io/queue-name"] != "team-q" || p.Labels["kueue.x-k8s.io/pod-group-name"] != want {
 				t.Errorf("attempt %d rank %d: labels %v, want queue team-q and group %s", attempt, rank, p.Labels, want)
 			}
@@ -403,7 +412,7 @@ func TestKueuePodGroupPerAttempt(t *testing.T) {
 		}
 	}
 	job.Spec.Scheduling.QueueName = ""
-	if p := desiredWorkerPod(job, 0, 0, &testCfg); p.Labels["kueue.x-k8s.io/pod-group-name"] != "" || p.Annotations["kueue.x-k8s.io/pod-group-total-count"] != "" {
+	if p := desiredWorkerPod(job, 0, 0, &testCfg, false); p.Labels["kueue.x-k8s.io/pod-group-name"] != "" || p.Annotations["kueue.x-k8s.io/pod-group-total-count"] != "" {
 		t.Errorf("no queue, no Kueue pod group: %v %v", p.Labels, p.Annotations)
 	}
 }

@@ -27,11 +27,11 @@ func TestTFConfigWithParameterServers(t *testing.T) {
 		pod  *corev1.Pod
 		task TFTask
 	}{
-		{desiredWorkerPod(job, 0, 0, &testCfg), TFTask{Type: "chief", Index: 0}},
-		{desiredWorkerPod(job, 1, 0, &testCfg), TFTask{Type: "worker", Index: 0}},
-		{desiredWorkerPod(job, 2, 0, &testCfg), TFTask{Type: "worker", Index: 1}},
-		{desiredPSPod(job, 0, 0, &testCfg), TFTask{Type: "ps", Index: 0}},
-		{desiredPSPod(job, 1, 0, &testCfg), TFTask{Type: "ps", Index: 1}},
+		{desiredWorkerPod(job, 0, 0, &testCfg, false), TFTask{Type: "chief", Index: 0}},
+		{desiredWorkerPod(job, 1, 0, &testCfg, false), TFTask{Type: "worker", Index: 0}},
+		{desiredWorkerPod(job, 2, 0, &testCfg, false), TFTask{Type: "worker", Index: 1}},
+		{desiredPSPod(job, 0, 0, &testCfg, false), TFTask{Type: "ps", Index: 0}},
+		{desiredPSPod(job, 1, 0, &testCfg, false), TFTask{Type: "ps", Index: 1}},
 	} {
 		var got TFConfig
 		if err := json.Unmarshal([]byte(trainerEnv(tc.pod, "TF_CONFIG")), &got); err != nil {
@@ -86,7 +86,7 @@ func TestCheckpointEnvForObjectStorage(t *testing.T) {
 	if env["CHECKPOINT_URI"] != "s3://bucket/run/" || env["RESUME_FROM_CHECKPOINT"] != "s3://bucket/run/epoch-7" {
 		t.Errorf("CHECKPOINT_URI=%q RESUME_FROM_CHECKPOINT=%q", env["CHECKPOINT_URI"], env["RESUME_FROM_CHECKPOINT"])
 	}
-	pod := desiredWorkerPod(job, 0, 0, &testCfg)
+	pod := desiredWorkerPod(job, 0, 0, &testCfg, false)
 	for _, v := range pod.Spec.Volumes {
 		if v.Name == "checkpoints" {
 			t.Errorf("object storage must not mount a checkpoint volume")
@@ -101,7 +101,7 @@ func TestTFClusterHash(t *testing.T) {
 	job := testJob(mlv1.FrameworkTensorFlow)
 	job.Spec.ParameterServers = 1
 	base := tfClusterHash(job)
-	for _, p := range []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg), desiredWorkerPod(job, 1, 0, &testCfg), desiredPSPod(job, 0, 0, &testCfg)} {
+	for _, p := range []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg, false), desiredWorkerPod(job, 1, 0, &testCfg, false), desiredPSPod(job, 0, 0, &testCfg, false)} {
 		if got := p.Labels[mlv1.LabelTFClusterHash]; got != base {
 			t.Errorf("%s: hash %q, want %q", p.Name, got, base)
 		}
@@ -124,7 +124,7 @@ func TestTFClusterHash(t *testing.T) {
 			t.Errorf("%s changed the cluster but not the hash", name)
 		}
 	}
-	if p := desiredWorkerPod(testJob(mlv1.FrameworkPyTorch), 0, 0, &testCfg); p.Labels[mlv1.LabelTFClusterHash] != "" {
+	if p := desiredWorkerPod(testJob(mlv1.FrameworkPyTorch), 0, 0, &testCfg, false); p.Labels[mlv1.LabelTFClusterHash] != "" {
 		t.Errorf("a pytorch pod has a TF cluster hash: %v", p.Labels)
 	}
 }

@@ -21,16 +21,19 @@ func (r *Reconciler) finalize(ctx context.Context, p *pass) error {
 	return r.releaseFinalizer(ctx, p.job)
 }
 
-// releaseFinalizer removes the cleanup finalizer, which this controller no
-// longer needs: the garbage collector removes every child through owner
-// references, and a retained PVC has none. Jobs that still carry it (set by
-// an earlier version) must not hang in deletion.
+// releaseFinalizer removes the finalizers this controller does not need:
+// its own earlier cleanup finalizer (the garbage collector removes every
+// child through owner references, and a retained PVC has none) and the Go
+// operator lab's (mlv1.LabFinalizer). Jobs that still carry one (set by an
+// earlier version, the lab's operator or by hand) must not hang in
+// deletion.
 func (r *Reconciler) releaseFinalizer(ctx context.Context, job *mlv1.TrainingJob) error {
-	if !controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer) {
+	if !controllerutil.ContainsFinalizer(job, mlv1.TrainingJobFinalizer) && !controllerutil.ContainsFinalizer(job, mlv1.LabFinalizer) {
 		return nil
 	}
 	orig := job.DeepCopy()
 	controllerutil.RemoveFinalizer(job, mlv1.TrainingJobFinalizer)
+	controllerutil.RemoveFinalizer(job, mlv1.LabFinalizer)
 	if err := r.client.Patch(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}

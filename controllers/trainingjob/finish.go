@@ -44,6 +44,7 @@ func (r *Reconciler) finish(p *pass, state mlv1.TrainingJobState, reason, messag
 	now := metav1.NewTime(p.now)
 	st.State = state
 	st.CompletionTime = &now
+	st.Duration = runDuration(st)
 	if state == mlv1.StateCompleted {
 		setCondition(st, succeededCondition(job, reason, message), now)
 		if st.TotalEpochs > 0 {
@@ -122,4 +123,15 @@ func finishedJobDeletes(policy mlv1.CleanPodPolicy, pod *corev1.Pod) bool {
 		return !isTerminal(pod)
 	}
 	return false
+}
+
+// runDuration is status.duration: from startTime to completionTime, in whole
+// seconds; nil until both are known (a job refused before it started has no
+// start).
+func runDuration(st *mlv1.TrainingJobStatus) *metav1.Duration {
+	if st.StartTime == nil || st.CompletionTime == nil {
+		return nil
+	}
+	d := st.CompletionTime.Sub(st.StartTime.Time).Truncate(time.Second)
+	return &metav1.Duration{Duration: max(0, d)}
 }

@@ -1,7 +1,13 @@
 package trainingjob
 
 import (
+	"context"
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -32,6 +38,13 @@ var (
 	allocatedGPUs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_allocated_gpus", Help: "GPUs held by the current attempt's pods.",
 	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
+	allocatedWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_allocated_workers", Help: "Ranks of the current attempt placed on a node and not finished.",
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
+	gpuUtilization = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trainingjob_gpu_utilization_percent",
+		Help: "The job's average GPU utilization (status.resources.gpuUtilization); source is DCGM or Trainer (rank 0's gauge).",
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob", "source"})
 	progressPercent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_progress_percent", Help: "Share of epochs done, from rank 0's metrics.",
 	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "trainingjob"})
@@ -60,13 +73,14 @@ var (
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 	})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "trainingjob_operator_errors_total", Help: "TrainingJob reconcile passes that returned an error.",
-	}, []string{"namespace", mlv1.MetricLabelJobNamespace})
+		Name: "trainingjob_operator_errors_total",
+		Help: "TrainingJob reconcile passes that returned an error, by error_type (the API server's reason, such as Conflict or Forbidden; Canceled, DeadlineExceeded or Other).",
+	}, []string{"namespace", mlv1.MetricLabelJobNamespace, "error_type"})
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(jobsCreated, jobsCompleted, jobsFailed, jobRestarts, jobState,
-		activeWorkers, allocatedGPUs, progressPercent, currentEpoch, trainingLoss, trainingAccuracy,
+		activeWorkers, allocatedGPUs, allocatedWorkers, gpuUtilization, progressPercent, currentEpoch, trainingLoss, trainingAccuracy,
 		podCreationLatency, jobDuration, reconcileDuration, reconcileErrors)
 }
 
@@ -87,6 +101,18 @@ func recordJobGauges(job *mlv1.TrainingJob) {
 	st := &job.Status
 	activeWorkers.WithLabelValues(ns, ns, name).Set(float64(st.Workers.Active))
 	allocatedGPUs.WithLabelValues(ns, ns, name).Set(float64(st.AllocatedGPUs))
+	placed := 0
+	for _, w := range st.WorkerStatuses {
+		if w.Node != "" && w.Phase != corev1.PodSucceeded && w.Phase != corev1.PodFailed {
+			placed++
+		}
+	}
+	allocatedWorkers.WithLabelValues(ns, ns, name).Set(float64(placed))
+	if r := st.Resources; r != nil && r.GPUUtilization != nil {
+		// One series per job: a change of source replaces it.
+		gpuUtilization.DeletePartialMatch(prometheus.Labels{"namespace": ns, "trainingjob": name})
+		gpuUtilization.WithLabelValues(ns, ns, name, string(r.GPUUtilizationSource)).Set(float64(*r.GPUUtilization))
+	}
 	if st.TotalEpochs > 0 {
 		progressPercent.WithLabelValues(ns, ns, name).Set(float64(st.CurrentEpoch) * 100 / float64(st.TotalEpochs))
 		currentEpoch.WithLabelValues(ns, ns, name).Set(float64(st.CurrentEpoch))
@@ -106,7 +132,25 @@ func recordJobGauges(job *mlv1.TrainingJob) {
 // forgetJobMetrics removes every series of a deleted job.
 func forgetJobMetrics(key types.NamespacedName) {
 	jobState.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "name": key.Name})
-	for _, g := range []*prometheus.GaugeVec{activeWorkers, allocatedGPUs, progressPercent, currentEpoch, trainingLoss, trainingAccuracy} {
+	gpuUtilization.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "trainingjob": key.Name})
+	for _, g := range []*prometheus.GaugeVec{activeWorkers, allocatedGPUs, allocatedWorkers, progressPercent, currentEpoch, trainingLoss, trainingAccuracy} {
 		g.DeleteLabelValues(key.Namespace, key.Namespace, key.Name)
 	}
+}
+
+// errorType is the error_type label of trainingjob_operator_errors_total:
+// the API server's reason for an API error (Conflict, Forbidden, Invalid,
+// Timeout, ...), Canceled or DeadlineExceeded for a context that ended, and
+// Other for anything else (a network error, a webhook's answer).
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "Canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "DeadlineExceeded"
+	}
+	if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
+		return string(reason)
+	}
+	return "Other"
 }

@@ -24,6 +24,9 @@ type pass struct {
 	// refusedPods is the API server's answer to a pod create it refused in
 	// this pass (empty when none was).
 	refusedPods string
+	// shareNode says the gang's checkpoint claim is one no two nodes may
+	// mount, so every pod runs on rank 0's node (ensureResources).
+	shareNode bool
 }
 
 // jobEvent is an event to emit on the job once its status is written.

@@ -13,7 +13,8 @@ import (
 )
 
 // All-or-nothing placement. A gang scheduler (Kueue, Volcano,
-// coscheduling) binds every pod of an attempt or none. Without one, the
+// coscheduling, or kube-scheduler itself with native gang scheduling) binds
+// every pod of an attempt or none. Without one, the
 // default scheduler binds ranks one by one, and the ranks it placed hold
 // their GPUs while the others wait; there the operator bounds the wait with
 // spec.scheduling.placementTimeout and releases the whole gang when it
@@ -21,8 +22,10 @@ import (
 
 // gangPlacementOf is how a job's gang is placed: a queue name means Kueue;
 // a gang scheduler whose PodGroup kind is installed (flavour "volcano" or
-// "coscheduling", empty when none) places it next; otherwise the placement
-// timeout, or nothing when it is 0.
+// "coscheduling") places it next; then kube-scheduler's native gangs
+// (flavour "native": the default scheduler, and scheduling.k8s.io/v1alpha2
+// served); otherwise the placement timeout, or nothing when it is 0. flavour
+// is empty when no gang scheduler applies.
 func gangPlacementOf(job *mlv1.TrainingJob, flavour string, adminTimeout time.Duration) mlv1.GangPlacement {
 	switch {
 	case job.Spec.Scheduling.QueueName != "":
@@ -31,14 +34,17 @@ func gangPlacementOf(job *mlv1.TrainingJob, flavour string, adminTimeout time.Du
 		return mlv1.GangPlacementVolcano
 	case flavour == "coscheduling":
 		return mlv1.GangPlacementCoscheduling
+	case flavour == "native":
+		return mlv1.GangPlacementNative
 	case job.Spec.EffectivePlacementTimeout(adminTimeout) > 0:
 		return mlv1.GangPlacementTimeout
 	}
 	return mlv1.GangPlacementNone
 }
 
-// observePlacement records in status how the gang is placed. Only a job
-// naming a gang scheduler costs a (cached) discovery look-up.
+// observePlacement records in status how the gang is placed. It costs a
+// (cached) discovery look-up, unless the job names a queue or a scheduler
+// that is neither a gang scheduler nor the default one.
 func (r *Reconciler) observePlacement(ctx context.Context, p *pass) error {
 	flavour := ""
 	if p.job.Spec.Scheduling.QueueName == "" {

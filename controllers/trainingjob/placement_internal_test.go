@@ -12,8 +12,8 @@ import (
 )
 
 // The mechanism that places a gang all-or-nothing, in the documented order:
-// Kueue (a queue name), then an installed gang scheduler, then the
-// placement timeout (the job's, else the admin's), else none.
+// Kueue (a queue name), then an installed gang scheduler, then native gang
+// scheduling, then the placement timeout (the job's, else the admin's), else none.
 func TestGangPlacementOf(t *testing.T) {
 	minute := &metav1.Duration{Duration: time.Minute}
 	for name, tc := range map[string]struct {
@@ -26,6 +26,8 @@ func TestGangPlacementOf(t *testing.T) {
 		"kueue first":               {queue: "q", flavour: "volcano", timeout: minute, want: mlv1.GangPlacementKueue},
 		"volcano installed":         {flavour: "volcano", timeout: minute, want: mlv1.GangPlacementVolcano},
 		"coscheduling installed":    {flavour: "coscheduling", admin: time.Minute, want: mlv1.GangPlacementCoscheduling},
+		"native gangs served":       {flavour: "native", timeout: minute, admin: time.Minute, want: mlv1.GangPlacementNative},
+		"kueue over native gangs":   {queue: "q", flavour: "native", want: mlv1.GangPlacementKueue},
 		"the job's timeout":         {timeout: minute, want: mlv1.GangPlacementTimeout},
 		"the admin's timeout":       {admin: 10 * time.Minute, want: mlv1.GangPlacementTimeout},
 		"0s overrides the admin":    {timeout: &metav1.Duration{}, admin: 10 * time.Minute, want: mlv1.GangPlacementNone},

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
@@ -58,14 +59,16 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 		pct = max(0, min(100, pct))
 		st.Progress = strconv.FormatInt(pct, 10) + "%"
 	}
-	if p.Loss != nil || p.Accuracy != nil || p.Throughput != nil {
+	if p.Loss != nil || p.Accuracy != nil || p.Throughput != nil || p.StepTime != nil {
 		m := &mlv1.TrainingMetrics{}
 		if st.Metrics != nil {
 			m = st.Metrics.DeepCopy()
 		}
 		m.Loss, m.Accuracy, m.Throughput = p.Loss, p.Accuracy, p.Throughput
+		m.StepTime = stepTime(p.StepTime)
 		st.Metrics = m
 	}
+	setGPUUtilization(st, p.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
 	if p.CheckpointEpoch != nil && *p.CheckpointEpoch >= 0 {
 		epoch := clampEpoch(*p.CheckpointEpoch, st.TotalEpochs)
 		if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != epoch {
@@ -104,6 +107,29 @@ func applyProgress(job *mlv1.TrainingJob, p progress.Report, now time.Time, base
 	return changed
 }
 
+// maxStepTime bounds a reported step time: a day per step is already absurd.
+const maxStepTime = 24 * time.Hour
+
+// stepTime is a reported (finite) step time in seconds as a Duration, to the
+// microsecond; negative and absurd values are dropped.
+func stepTime(v *float64) *metav1.Duration {
+	if v == nil || *v < 0 || *v > maxStepTime.Seconds() {
+		return nil
+	}
+	return &metav1.Duration{Duration: time.Duration(*v * float64(time.Second)).Round(time.Microsecond)}
+}
+
+// setGPUUtilization puts a (finite) GPU utilization into
+// status.resources, rounded and clamped to 0..100, naming its source; nil
+// leaves the status alone.
+func setGPUUtilization(st *mlv1.TrainingJobStatus, v *float64, source mlv1.GPUUtilizationSource) {
+	if v == nil {
+		return
+	}
+	pct := int32(max(0, min(100, math.Round(*v))))
+	st.Resources = &mlv1.ResourceUsage{GPUUtilization: &pct, GPUUtilizationSource: source}
+}
+
 // Bounds on what a trainer may report.
 var (
 	// minCheckpointTime: a checkpoint time before this is a bogus clock.
@@ -126,7 +152,8 @@ func sanitizeProgress(p progress.Report) progress.Report {
 	}
 	return progress.Report{Epoch: finite(p.Epoch), TotalEpochs: finite(p.TotalEpochs), Loss: finite(p.Loss),
 		Accuracy: finite(p.Accuracy), Throughput: finite(p.Throughput),
-		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp)}
+		CheckpointEpoch: finite(p.CheckpointEpoch), CheckpointTimestamp: finite(p.CheckpointTimestamp),
+		StepTime: finite(p.StepTime), GPUUtilization: finite(p.GPUUtilization)}
 }
 
 // clampEpoch turns a reported (finite) epoch into 0..MaxInt32, and at most
@@ -166,7 +193,13 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		if s.Metrics == nil {
 			return ""
 		}
-		return f(s.Metrics.Loss) + f(s.Metrics.Accuracy) + f(s.Metrics.Throughput)
+		return f(s.Metrics.Loss) + f(s.Metrics.Accuracy) + f(s.Metrics.Throughput) + fmt.Sprint(s.Metrics.StepTime)
+	}
+	res := func(s *mlv1.TrainingJobStatus) string {
+		if s.Resources == nil || s.Resources.GPUUtilization == nil {
+			return ""
+		}
+		return fmt.Sprint(*s.Resources.GPUUtilization, s.Resources.GPUUtilizationSource)
 	}
 	cp := func(s *mlv1.TrainingJobStatus) string {
 		if s.LastCheckpoint == nil {
@@ -181,7 +214,7 @@ func progressEqual(a, b *mlv1.TrainingJobStatus) bool {
 		return s.EstimatedCompletionTime.UTC().String()
 	}
 	return a.CurrentEpoch == b.CurrentEpoch && a.TotalEpochs == b.TotalEpochs && a.Progress == b.Progress &&
-		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b)
+		m(a) == m(b) && cp(a) == cp(b) && eta(a) == eta(b) && res(a) == res(b)
 }
 
 // scrapeProgress reads rank 0's progress when it is due.
@@ -210,6 +243,14 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 	defer cancel()
 	report, err := r.cfg.Scraper.Scrape(sctx, url)
 	res := scrapeResult{report: report, err: err, url: url, at: p.now, attempt: job.Status.Attempt()}
+	if r.cfg.DCGM != nil {
+		// Optional: no exporter, or Prometheus down, leaves rank 0's gauge.
+		if v, ok, derr := r.cfg.DCGM.JobGPUUtilization(sctx, job.Namespace, job.Name); derr == nil && ok {
+			res.dcgm = &v
+		} else if derr != nil {
+			log.FromContext(ctx).V(1).Info("reading GPU utilization from DCGM", "error", derr.Error())
+		}
+	}
 	p.requeue(r.scrapes.record(key, p.now, err == nil, r.cfg.ScrapeInterval, r.cfg.ScrapeBackoffMax))
 	r.scrapes.pend(key, res)
 	r.applyScrape(ctx, p, key, res)
@@ -219,6 +260,12 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.NamespacedName, res scrapeResult) {
 	job := p.job
 	setCondition(&job.Status, progressCondition(job, res.err, res.url), metav1.NewTime(res.at))
+	report := res.report
+	if v := res.dcgm; v != nil && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+		// DCGM measures every GPU of the job; rank 0's gauge only its own.
+		setGPUUtilization(&job.Status, v, mlv1.GPUUtilizationSourceDCGM)
+		report.GPUUtilization = nil
+	}
 	if res.err != nil {
 		return
 	}
@@ -226,7 +273,7 @@ func (r *Reconciler) applyScrape(ctx context.Context, p *pass, key types.Namespa
 	if e := res.report.Epoch; e != nil && !math.IsNaN(*e) {
 		base = r.scrapes.baseline(key, res.attempt, clampEpoch(*e, job.Status.TotalEpochs), res.at)
 	}
-	if applyProgress(job, res.report, res.at, base) {
+	if applyProgress(job, report, res.at, base) {
 		r.logMLflowMetrics(ctx, p)
 	}
 }

@@ -30,7 +30,9 @@ type scrapeEntry struct {
 
 // scrapeResult is one scrape's outcome.
 type scrapeResult struct {
-	report  progress.Report
+	report progress.Report
+	// dcgm is DCGM's GPU utilization for the job, when it had one.
+	dcgm    *float64
 	err     error
 	url     string
 	at      time.Time

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/integrations/podgroups"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
 )
 
@@ -132,22 +133,37 @@ func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 // unschedulableCondition turns a Running=False WorkersPending condition into
 // Running=False Unschedulable when a rank's pod has PodScheduled=False with
 // reason Unschedulable, carrying the scheduler's message and naming the
-// lowest such rank. Any other condition is returned unchanged.
-func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod) metav1.Condition {
+// lowest such rank. Under native gang scheduling (placement Native) the
+// ranks the scheduler could place wait with the GangScheduling plugin's
+// message, which says nothing of why: the lowest rank with another message
+// (the one that did not fit) is named instead when there is one. Any other
+// condition is returned unchanged.
+func unschedulableCondition(c metav1.Condition, pods []*corev1.Pod, placement mlv1.GangPlacement) metav1.Condition {
 	if c.Status != metav1.ConditionFalse || c.Reason != mlv1.ReasonWorkersPending {
 		return c
 	}
+	var cause *corev1.Pod
+	var why string
 	for _, p := range sortedByRank(pods) {
 		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, pc := range p.Status.Conditions {
 			if pc.Type == corev1.PodScheduled && pc.Status == corev1.ConditionFalse && pc.Reason == corev1.PodReasonUnschedulable {
-				c.Reason = mlv1.ReasonUnschedulable
-				c.Message = fmt.Sprintf("%s; rank %d (pod %s) is unschedulable: %s", c.Message, rankOf(p), p.Name, pc.Message)
-				return c
+				if cause == nil || (placement == mlv1.GangPlacementNative && podgroups.IsNativeGangWaiting(why) &&
+					!podgroups.IsNativeGangWaiting(pc.Message)) {
+					cause, why = p, pc.Message
+				}
 			}
 		}
+	}
+	if cause == nil {
+		return c
+	}
+	c.Reason = mlv1.ReasonUnschedulable
+	c.Message = fmt.Sprintf("%s; rank %d (pod %s) is unschedulable: %s", c.Message, rankOf(cause), cause.Name, why)
+	if placement == mlv1.GangPlacementNative {
+		c.Message += "; native gang scheduling binds no pod of the gang until every pod fits"
 	}
 	return c
 }
@@ -284,5 +300,5 @@ func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
 		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
 	}
-	setCondition(st, failedCreateCondition(cannotStartCondition(unschedulableCondition(runningCondition(job), pods), pods), p.refusedPods), now)
+	setCondition(st, failedCreateCondition(cannotStartCondition(unschedulableCondition(runningCondition(job), pods, st.GangPlacement), pods), p.refusedPods), now)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -137,7 +138,7 @@ func TestV1Alpha1PhaseMapping(t *testing.T) {
 }
 
 func TestJobOfLabel(t *testing.T) {
-	pvc := desiredPVC(testJob(mlv1.FrameworkPyTorch))
+	pvc := desiredPVC(testJob(mlv1.FrameworkPyTorch), false)
 	reqs := jobOfLabel(context.Background(), pvc)
 	if len(reqs) != 1 || reqs[0].Namespace != "team-a" || reqs[0].Name != "bert" {
 		t.Errorf("requests %v", reqs)
@@ -165,16 +166,32 @@ func TestUnschedulableCondition(t *testing.T) {
 		Reason: corev1.PodReasonUnschedulable, Message: "0/6 nodes are available: 4 Insufficient nvidia.com/gpu."}
 	other := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}
 
-	c := unschedulableCondition(pending, []*corev1.Pod{mk(2, "", unsched), mk(0, "n1", nil), mk(1, "", unsched)})
+	c := unschedulableCondition(pending, []*corev1.Pod{mk(2, "", unsched), mk(0, "n1", nil), mk(1, "", unsched)}, mlv1.GangPlacementTimeout)
 	if c.Reason != mlv1.ReasonUnschedulable || c.Status != metav1.ConditionFalse ||
 		!strings.Contains(c.Message, "rank 1 (pod "+mlv1.WorkerPodName(job.Name, 1)+") is unschedulable: 0/6 nodes are available: 4 Insufficient nvidia.com/gpu.") {
 		t.Errorf("condition %+v", c)
 	}
-	if c := unschedulableCondition(pending, []*corev1.Pod{mk(0, "", other), mk(1, "n1", nil)}); c != pending {
+	if c := unschedulableCondition(pending, []*corev1.Pod{mk(0, "", other), mk(1, "n1", nil)}, mlv1.GangPlacementNone); c != pending {
 		t.Errorf("no unschedulable pod: %+v", c)
 	}
+	// Native gangs: ranks 0 and 1 fit but wait for the gang; rank 2 is why.
+	waiting := &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, " +
+			"one or more plugins asked to wait and no plugin rejected pod"}
+	c = unschedulableCondition(pending, []*corev1.Pod{mk(0, "", waiting), mk(2, "", unsched), mk(1, "", waiting)}, mlv1.GangPlacementNative)
+	assert.Equal(t, mlv1.ReasonUnschedulable, c.Reason)
+	assert.Contains(t, c.Message, "rank 2 (pod "+mlv1.WorkerPodName(job.Name, 2)+") is unschedulable: 0/6 nodes are available: 4 Insufficient nvidia.com/gpu.")
+	assert.Contains(t, c.Message, "native gang scheduling binds no pod of the gang until every pod fits")
+	// Only waiting members: the lowest rank is named.
+	c = unschedulableCondition(pending, []*corev1.Pod{mk(1, "", waiting), mk(0, "", waiting)}, mlv1.GangPlacementNative)
+	assert.Contains(t, c.Message, "rank 0 (pod "+mlv1.WorkerPodName(job.Name, 0)+") is unschedulable: pod group is unschedulable, waiting for minCount pods")
+	// Without native gangs the lowest rank is named whatever its message.
+	c = unschedulableCondition(pending, []*corev1.Pod{mk(0, "", waiting), mk(2, "", unsched)}, mlv1.GangPlacementTimeout)
+	assert.Contains(t, c.Message, "rank 0 (pod ")
+	assert.NotContains(t, c.Message, "native gang")
+
 	job.Status.State = mlv1.StateRunning
-	if running := runningCondition(job); unschedulableCondition(running, []*corev1.Pod{mk(0, "", unsched)}) != running {
+	if running := runningCondition(job); unschedulableCondition(running, []*corev1.Pod{mk(0, "", unsched)}, mlv1.GangPlacementNone) != running {
 		t.Errorf("only a pending condition is explained")
 	}
 }

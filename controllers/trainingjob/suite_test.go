@@ -27,6 +27,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -97,6 +98,7 @@ func startManager(e *testutil.Env) (teardown func(), err error) {
 	recorder := countingRecorder{mgr.GetEventRecorder("trainingjob-controller")}
 	r := trainingjob.NewReconciler(counted, mgr.GetAPIReader(), recorder, trainingjob.Config{
 		DefaultImages:           map[string]string{"pytorch": "registry.example.com/pytorch:default"},
+		DefaultCommands:         manager.DefaultFrameworkCommands(),
 		GPUNodeSelector:         gpuNS,
 		Clock:                   clk,
 		MaxConcurrentReconciles: 4,

@@ -72,10 +72,15 @@ func TestRefusedCreateEndsThePassQuietly(t *testing.T) {
 	assert.Equal(t, stored.ResourceVersion, after.ResourceVersion, "no status write")
 }
 
-// reconcileErrorsOf reads trainingjob_operator_errors_total for a namespace.
+// reconcileErrorsOf reads trainingjob_operator_errors_total for a
+// namespace, over every error_type.
 func reconcileErrorsOf(t *testing.T, ns string) float64 {
 	t.Helper()
-	m := &dto.Metric{}
-	require.NoError(t, reconcileErrors.WithLabelValues(ns, ns).Write(m))
-	return m.GetCounter().GetValue()
+	total := 0.0
+	for _, typ := range []string{"Conflict", "NotFound", "Forbidden", "Invalid", "Timeout", "Canceled", "DeadlineExceeded", "Other"} {
+		m := &dto.Metric{}
+		require.NoError(t, reconcileErrors.WithLabelValues(ns, ns, typ).Write(m))
+		total += m.GetCounter().GetValue()
+	}
+	return total
 }

@@ -154,11 +154,13 @@ func deleteChildren(t *testing.T, ns string, lists ...client.ObjectList) {
 	}
 }
 
-// reconcileErrorsIn reads trainingjob_operator_errors_total for a namespace.
+// reconcileErrorsIn reads trainingjob_operator_errors_total for a namespace,
+// summed over error_type.
 func reconcileErrorsIn(t *testing.T, ns string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	require.NoError(t, err)
+	total := 0.0
 	for _, f := range families {
 		if f.GetName() != "trainingjob_operator_errors_total" {
 			continue
@@ -166,10 +168,10 @@ func reconcileErrorsIn(t *testing.T, ns string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "namespace" && l.GetValue() == ns {
-					return m.GetCounter().GetValue()
+					total += m.GetCounter().GetValue() // one series per error_type
 				}
 			}
 		}
 	}
-	return 0
+	return total
 }

@@ -28,6 +28,17 @@ bench: cluster-tools build ## Benchmarks on a local kwok cluster: table + bench/
 		--qps $(BENCH_QPS) --burst $(BENCH_BURST) \
 		--memory-pods $(BENCH_MEMORY_PODS) --restart-ranks $(BENCH_RESTART_RANKS) $(BENCH_FLAGS)
 
+# make bench-gang: the time to bind a gang of BENCH_GANG_RANKS ranks with
+# Kubernetes' native gang scheduling against as many plain pods, on one
+# cluster started with the native gang scheduling gates (8-GPU ranks, one per
+# node). Only that scenario runs.
+BENCH_GANG_RANKS ?= 64
+.PHONY: bench-gang
+bench-gang: cluster-tools build ## Bind time of a BENCH_GANG_RANKS-rank gang, native gang scheduling against plain pods (BENCH_REPEATS).
+	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --gang native --gpus-per-worker 8 --jobs 0 --ranks 0 --latency-samples 0 \
+		--gang-ranks $(BENCH_GANG_RANKS) --repeats $(BENCH_REPEATS) --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
+		--memory-pods "" --restart-ranks "" --skip burst,latency,cost,memory,restart $(BENCH_FLAGS)
+
 .PHONY: bench-smoke
 bench-smoke: cluster-tools build ## A small benchmark (20 x 4, once) that only checks the harness works; writes no results file.
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --out "" \

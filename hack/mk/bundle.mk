@@ -94,6 +94,10 @@ docker-push: ## Push the manager image IMG.
 docker-build-model-server: ## Build the model server image MODEL_SERVER_IMG from model-server.Dockerfile (the real node builds it without an engine).
 	$(CONTAINER_TOOL) build -f model-server.Dockerfile --build-arg VERSION=$(VERSION) -t $(MODEL_SERVER_IMG) .
 
+.PHONY: docker-build-storage-initializer
+docker-build-storage-initializer: ## Build the storage initializer image STORAGE_INITIALIZER_IMG from storage-initializer.Dockerfile (the real node builds it without an engine).
+	$(CONTAINER_TOOL) build -f storage-initializer.Dockerfile --build-arg VERSION=$(VERSION) -t $(STORAGE_INITIALIZER_IMG) .
+
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image BUNDLE_IMG from bundle.Dockerfile.
 	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .

@@ -12,7 +12,11 @@ LOCAL ?=
 # NODE=real: a real single-node cluster instead (hack/mk/realnode.mk).
 NODE ?=
 LOCAL_WORKDIR ?= $(shell pwd)/.kwok
-LOCALCLUSTER_FLAGS = --workdir $(LOCAL_WORKDIR) --bin $(LOCALBIN) --manager $(LOCALBIN)/manager
+# GANG=native: the local cluster runs with Kubernetes' native gang
+# scheduling on (feature gates GenericWorkload and GangScheduling,
+# scheduling.k8s.io/v1alpha2 served); docs/local-cluster.md.
+GANG ?=
+LOCALCLUSTER_FLAGS = --workdir $(LOCAL_WORKDIR) --bin $(LOCALBIN) --manager $(LOCALBIN)/manager $(if $(GANG),--gang $(GANG))
 # Extra manager flags for the local run, e.g. MANAGER_ARGS=--zap-log-level=debug.
 MANAGER_ARGS ?=
 

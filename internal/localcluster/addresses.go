@@ -26,6 +26,16 @@ import (
 // refuses them), so the local cluster runs kube-controller-manager without
 // its endpoint controllers: nothing on a kwok node could use them anyway.
 
+// Kubernetes' native gang scheduling (alpha in 1.36): the Workload API and
+// the pods' spec.schedulingGroup (GenericWorkload) and kube-scheduler's
+// GangScheduling plugin, with the scheduling.k8s.io/v1alpha2 API served.
+// Options.NativeGangs starts the control plane with them (make run
+// GANG=native).
+const (
+	NativeGangFeatureGates  = "GenericWorkload=true,GangScheduling=true"
+	NativeGangRuntimeConfig = "scheduling.k8s.io/v1alpha2=true"
+)
+
 // NodeIP is the address every simulated node reports.
 const NodeIP = "127.0.0.1"
 
@@ -66,7 +76,12 @@ func IsLoopback(s string) bool {
 // address, component flags). The component flags live here rather than in
 // kwokctl's --extra-args, which v0.7.0 mis-indexes when a component gets more
 // than one (a panic in mutationComponentPatches).
-func (a Addresses) kwokConfig() string {
+//
+// nativeGangs adds kubeFeatureGates and kubeRuntimeConfig for native gang
+// scheduling (NativeGangFeatureGates, NativeGangRuntimeConfig): kwokctl
+// passes the gates to kube-apiserver, kube-controller-manager and
+// kube-scheduler, and the runtime config to kube-apiserver.
+func (a Addresses) kwokConfig(nativeGangs bool) string {
 	// kwok hands out pod IPs from the first address of the range on.
 	cidr := fmt.Sprintf("%s/%d", a.PodCIDR.Addr().Next(), a.PodCIDR.Bits())
 	patches := []struct {
@@ -107,8 +122,11 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
   bindAddress: %s
-componentsPatches:
 `, cidr, NodeIP, NodeIP)
+	if nativeGangs {
+		fmt.Fprintf(&b, "  kubeFeatureGates: %q\n  kubeRuntimeConfig: %q\n", NativeGangFeatureGates, NativeGangRuntimeConfig)
+	}
+	b.WriteString("componentsPatches:\n")
 	for _, p := range patches {
 		fmt.Fprintf(&b, "- name: %s\n  extraArgs:\n", p.component)
 		for _, kv := range p.args {
@@ -122,13 +140,13 @@ componentsPatches:
 // address configuration into the workdir, for kwokctl --config. The Stages
 // file's own KwokConfiguration (the fallback for the file used on its own)
 // is left out: kwok would read it instead of the cluster's.
-func (a Addresses) writeKwokConfig(repoRoot, workdir string) (string, error) {
+func (a Addresses) writeKwokConfig(repoRoot, workdir string, nativeGangs bool) (string, error) {
 	stages, err := os.ReadFile(filepath.Join(repoRoot, StagesFile))
 	if err != nil {
 		return "", fmt.Errorf("reading the kwok stages: %w", err)
 	}
 	path := filepath.Join(workdir, "kwok-config.yaml")
-	content := withoutKwokConfiguration(string(stages)) + "\n" + a.kwokConfig()
+	content := withoutKwokConfiguration(string(stages)) + "\n" + a.kwokConfig(nativeGangs)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		return "", err
 	}

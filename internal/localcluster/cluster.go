@@ -61,6 +61,10 @@ type Options struct {
 	// audit log is then <workdir>/clusters/<name>/logs/audit.log (the chaos
 	// suite reads who deleted a pod from it).
 	AuditPolicy string
+	// NativeGangs starts kube-apiserver, kube-controller-manager and
+	// kube-scheduler with Kubernetes' native gang scheduling on
+	// (NativeGangFeatureGates, NativeGangRuntimeConfig).
+	NativeGangs bool
 }
 
 // Cluster is a running local cluster.
@@ -110,7 +114,7 @@ func Create(ctx context.Context, opts Options) (*Cluster, error) {
 	// A cluster left behind by a killed run would hold stale ports and pids.
 	_ = c.kwokctl(ctx, "delete", "cluster", "--name", opts.Name, "--kubeconfig", c.Kubeconfig)
 
-	config, err := opts.Addresses.writeKwokConfig(opts.RepoRoot, opts.Workdir)
+	config, err := opts.Addresses.writeKwokConfig(opts.RepoRoot, opts.Workdir, opts.NativeGangs)
 	if err != nil {
 		return nil, err
 	}

@@ -171,7 +171,7 @@ func TestFilterWebhooksKeepsOnlyServedPaths(t *testing.T) {
 // the Stages file's fallback is left out, or kwok would use it instead.
 func TestKwokConfigFileHasOnlyTheClustersAddresses(t *testing.T) {
 	a := AddressesFor("/work/x", "c")
-	path, err := a.writeKwokConfig(filepath.Join("..", ".."), t.TempDir())
+	path, err := a.writeKwokConfig(filepath.Join("..", ".."), t.TempDir(), false)
 	require.NoError(t, err)
 	objs, err := manifests.Read(path)
 	require.NoError(t, err)
@@ -188,4 +188,38 @@ func TestKwokConfigFileHasOnlyTheClustersAddresses(t *testing.T) {
 	}
 	assert.Equal(t, []string{fmt.Sprintf("%s/%d", a.PodCIDR.Addr().Next(), a.PodCIDR.Bits())}, cidrs)
 	assert.Positive(t, stages)
+}
+
+// With native gangs, kwokctl's options carry the feature gates (for every
+// control-plane component) and the runtime config serving
+// scheduling.k8s.io/v1alpha2; without, neither.
+func TestKwokConfigNativeGangs(t *testing.T) {
+	a := AddressesFor("/work/x", "c")
+	for _, native := range []bool{true, false} {
+		path, err := a.writeKwokConfig(filepath.Join("..", ".."), t.TempDir(), native)
+		require.NoError(t, err)
+		objs, err := manifests.Read(path)
+		require.NoError(t, err)
+		found := 0
+		for _, o := range objs {
+			if o.GetKind() != "KwokctlConfiguration" {
+				continue
+			}
+			found++
+			gates, _, _ := unstructured.NestedString(o.Object, "options", "kubeFeatureGates")
+			runtimeConfig, _, _ := unstructured.NestedString(o.Object, "options", "kubeRuntimeConfig")
+			bind, _, _ := unstructured.NestedString(o.Object, "options", "bindAddress")
+			assert.Equal(t, NodeIP, bind)
+			if native {
+				assert.Equal(t, "GenericWorkload=true,GangScheduling=true", gates)
+				assert.Equal(t, "scheduling.k8s.io/v1alpha2=true", runtimeConfig)
+			} else {
+				assert.Empty(t, gates)
+				assert.Empty(t, runtimeConfig)
+			}
+			patches, _, _ := unstructured.NestedSlice(o.Object, "componentsPatches")
+			assert.Len(t, patches, 4, "the component flags stay")
+		}
+		assert.Equal(t, 1, found)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // StorageClassName is the default StorageClass of the local cluster. Its
@@ -21,12 +23,18 @@ const StorageClassName = "standard"
 // Provisioner is the provisioner name on the StorageClass.
 const Provisioner = "local.ml.example.com/simulated"
 
-// DefaultStorageClass is the cluster's default StorageClass.
+// DefaultStorageClass is the cluster's default StorageClass. Its simulated
+// volumes take any access mode, so it is marked as serving ReadWriteMany
+// (mlv1.AnnotationReadWriteMany): multi-rank jobs spread over the
+// simulated nodes.
 func DefaultStorageClass() *storagev1.StorageClass {
 	return &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        StorageClassName,
-			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
+			Name: StorageClassName,
+			Annotations: map[string]string{
+				"storageclass.kubernetes.io/is-default-class": "true",
+				mlv1.AnnotationReadWriteMany:                  "true",
+			},
 		},
 		Provisioner:       Provisioner,
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),

@@ -94,6 +94,10 @@ func Run(ctx context.Context, o RunOptions) (err error) {
 	}
 
 	fmt.Fprintf(o.Out, "\nLocal cluster %q is up: %s.\n", o.Name, describeNodes(o.Options))
+	if o.NativeGangs {
+		fmt.Fprintf(o.Out, "Native gang scheduling is on (feature gates %s; %s): TrainingJobs get a Workload and PodGroup per attempt.\n",
+			NativeGangFeatureGates, NativeGangRuntimeConfig)
+	}
 	fmt.Fprintf(o.Out, "The manager is running (webhooks: %s, conversion webhook: %s, metrics: %s).\n\n",
 		onOff(len(mgr.Webhooks) > 0), onOff(mgr.Conversion), mgr.Endpoints.MetricsURL())
 	fmt.Fprintf(o.Out, "export KUBECONFIG=%s\n\n", c.Kubeconfig)

@@ -105,7 +105,7 @@ func TestAddressesAreLoopbackAndDisjoint(t *testing.T) {
 	assert.False(t, IsLoopback("10.0.0.8"))
 	assert.False(t, IsLoopback("not-an-ip"))
 
-	cfg := a.kwokConfig()
+	cfg := a.kwokConfig(false)
 	assert.Contains(t, cfg, "kind: KwokConfiguration")
 	assert.Contains(t, cfg, "nodeIP: 127.0.0.1")
 	assert.Contains(t, cfg, "cidr: "+a.PodCIDR.Addr().Next().String()+"/17")

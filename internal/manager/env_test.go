@@ -13,6 +13,7 @@ import (
 // default. A new flag without a sample fails TestEveryFlagHasAnEnvForm,
 // so its environment form is tested too.
 var envSamples = map[string]string{
+	"default-command":                "pytorch=python /opt/train.py --model={model} {hyperparameters};jax=",
 	"default-gateway":                "gateways/public/https",
 	"default-image":                  "pytorch=registry.internal/pytorch:2.5",
 	"dial-loopback-only":             "true",
@@ -41,6 +42,7 @@ var envSamples = map[string]string{
 	"placement-timeout":              "45m0s",
 	"prometheus-url":                 "https://thanos-querier.openshift-monitoring.svc:9091",
 	"sync-period":                    "1h0m0s",
+	"storage-initializer-image":      "registry.internal/ml-operator/storage-initializer:v9",
 	"webhook-cert-path":              "/certs",
 	"webhook-host":                   "127.0.0.1",
 	"webhook-port":                   "10443",

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,5 +108,46 @@ func (f idFlag) Set(s string) error {
 		return fmt.Errorf("%q is not a numeric ID", s)
 	}
 	*f.id = &n
+	return nil
+}
+
+// commandsFlag parses framework=template[;framework=template] into the
+// default launch commands (mlv1.LaunchTemplate); it may be repeated. A
+// template is split at white space (so ; and spaces cannot be inside a
+// word); an empty one turns the framework's default command off.
+type commandsFlag map[string]mlv1.LaunchTemplate
+
+func (m commandsFlag) String() string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k].String())
+	}
+	return strings.Join(parts, ";")
+}
+
+func (m commandsFlag) Set(s string) error {
+	for _, entry := range strings.Split(s, ";") {
+		if strings.TrimSpace(entry) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(entry, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not framework=template", entry)
+		}
+		if !slices.Contains(mlv1.Frameworks, mlv1.Framework(k)) {
+			return fmt.Errorf("%q: unknown framework %q (one of %v)", entry, k, mlv1.Frameworks)
+		}
+		t, err := mlv1.ParseLaunchTemplate(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		m[k] = t
+	}
 	return nil
 }

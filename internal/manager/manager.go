@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -52,6 +53,9 @@ func clientConfig(cfg *rest.Config, opts *Options) *rest.Config {
 func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 	if err := opts.PodSecurity.Validate(); err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(opts.StorageInitializerImage) == "" {
+		return nil, fmt.Errorf("--storage-initializer-image is empty: it must name the storage initializer's image")
 	}
 	cfg = clientConfig(cfg, opts)
 	if opts.PodSecurity.AutoIDs {

@@ -40,25 +40,33 @@ func setupModelDeployment(mgr ctrl.Manager, opts *Options) error {
 		Routers:  routers,
 		Routing:  modeldeployment.RoutingDefaults{Gateway: opts.DefaultGateway, IstioMesh: opts.IstioMesh},
 		// The same defaults as the workers' (internal/podsecurity).
-		PodSecurity: opts.PodSecurity,
+		PodSecurity:             opts.PodSecurity,
+		StorageInitializerImage: opts.StorageInitializerImage,
 	}
 	if opts.PrometheusURL != "" {
-		base := http.DefaultTransport.(*http.Transport)
-		if opts.DialLoopbackOnly {
-			base = netguard.Transport(true, 2*time.Second, true)
-		}
-		rt, err := prometheus.Transport(base, prometheus.Auth{
-			BearerTokenFile: opts.PrometheusBearerTokenFile,
-			CAFile:          opts.PrometheusCAFile,
-		})
-		if err != nil {
-			return err
-		}
-		src, err := prometheus.NewHTTPSource(opts.PrometheusURL, rt)
+		src, err := prometheusSource(opts)
 		if err != nil {
 			return err
 		}
 		r.Metrics = src
 	}
 	return r.SetupWithManager(mgr, opts.MaxConcurrentReconciles)
+}
+
+// prometheusSource is the reader of --prometheus-url, with its
+// authentication: ModelDeployment's rollback metrics and TrainingJob's GPU
+// utilization from DCGM.
+func prometheusSource(opts *Options) (*prometheus.HTTPSource, error) {
+	base := http.DefaultTransport.(*http.Transport)
+	if opts.DialLoopbackOnly {
+		base = netguard.Transport(true, 2*time.Second, true)
+	}
+	rt, err := prometheus.Transport(base, prometheus.Auth{
+		BearerTokenFile: opts.PrometheusBearerTokenFile,
+		CAFile:          opts.PrometheusCAFile,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return prometheus.NewHTTPSource(opts.PrometheusURL, rt)
 }

@@ -15,6 +15,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 )
 
 // Options are the manager's command-line settings.
@@ -58,9 +59,15 @@ type Options struct {
 	// DefaultImages are the per-framework images used when a TrainingJob
 	// names none (framework=image,...).
 	DefaultImages map[string]string
+	// DefaultCommands are the per-framework launch commands of TrainingJobs
+	// that name no command and no args (framework=template;...).
+	DefaultCommands map[string]mlv1.LaunchTemplate
 	// PodSecurity are the security defaults of the pods the operator
 	// creates (workers, model servers) when their owner sets none.
 	PodSecurity podsecurity.Defaults
+	// StorageInitializerImage is the image of the init container that
+	// fetches a ModelDeployment version's http(s):// or s3:// modelPath.
+	StorageInitializerImage string
 	// PrometheusURL, when set, is read for ModelDeployment rollback metrics.
 	PrometheusURL string
 	// PrometheusBearerTokenFile and PrometheusCAFile authenticate to
@@ -107,7 +114,9 @@ func NewOptions() *Options {
 		WebhookPort:             9443,
 		GPUNodeSelector:         map[string]string{},
 		DefaultImages:           DefaultFrameworkImages(),
+		DefaultCommands:         DefaultFrameworkCommands(),
 		PodSecurity:             podsecurity.NewDefaults(),
+		StorageInitializerImage: storageinit.DefaultImage,
 		SyncPeriod:              10 * time.Hour,
 		PlacementTimeout:        trainingjob.DefaultPlacementTimeout,
 		zap:                     ctrlzap.Options{Development: false, TimeEncoder: zapcore.ISO8601TimeEncoder},
@@ -125,6 +134,17 @@ func (o *Options) MetricsBindAddress() string {
 	default:
 		return ":8080"
 	}
+}
+
+// DefaultFrameworkCommands are the launch commands of TrainingJobs that
+// name no command and no args, unless the admin overrides them with
+// --default-command (mlv1.DefaultLaunchTemplates).
+func DefaultFrameworkCommands() map[string]mlv1.LaunchTemplate {
+	out := map[string]mlv1.LaunchTemplate{}
+	for fw, t := range mlv1.DefaultLaunchTemplates() {
+		out[string(fw)] = t
+	}
+	return out
 }
 
 // DefaultFrameworkImages are the worker images used when a TrainingJob names
@@ -171,6 +191,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to (all when empty).")
 	fs.Var(mapFlag(o.GPUNodeSelector), "gpu-node-selector", "Node selector added to GPU worker pods, as key=value[,key=value].")
 	fs.Var(mapFlag(o.DefaultImages), "default-image", "Default worker image per framework when a TrainingJob names none, as framework=image[,framework=image]; repeatable.")
+	fs.Var(commandsFlag(o.DefaultCommands), "default-command",
+		"Launch command per framework of TrainingJobs that name no command and no args, as framework=template[;framework=template]; repeatable. A template is words split at white space; a word holding {model}, {dataset} or {checkpointDir} is left out when that value is empty, and the word {hyperparameters} becomes --<key>=<value> per hyperparameter. An empty template runs the image's entrypoint.")
 	fs.Var(idFlag{&o.PodSecurity.RunAsUser, &o.PodSecurity.AutoIDs}, "pod-run-as-user",
 		"runAsUser of the worker and model server pods whose owner sets no pod security context. Unset (with --pod-run-as-group and --pod-fs-group): 1000 for all three, except on OpenShift (security.openshift.io served), where none is fixed and restricted-v2 assigns one from the namespace's range. Set to empty: none on every cluster (the image's numeric USER runs).")
 	fs.Var(idFlag{&o.PodSecurity.RunAsGroup, &o.PodSecurity.AutoIDs}, "pod-run-as-group",
@@ -179,7 +201,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"fsGroup of those pods, so volumes are writable by that group (see --pod-run-as-user for unset and empty).")
 	fs.StringVar(&o.PodSecurity.Home, "pod-home", o.PodSecurity.Home,
 		"HOME of the worker and model server containers, an emptyDir mounted there so caches are writable under any UID; empty: the image's own HOME, no volume.")
-	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback.")
+	fs.StringVar(&o.StorageInitializerImage, "storage-initializer-image", o.StorageInitializerImage,
+		"Image of the storage initializer, the init container that fetches a ModelDeployment version's http(s):// or s3:// modelPath into the model volume (the project's ./cmd/storage-initializer).")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", o.PrometheusURL, "Prometheus base URL for ModelDeployment error-rate and latency rollback, and for TrainingJob GPU utilization from NVIDIA DCGM exporter.")
 	fs.StringVar(&o.PrometheusBearerTokenFile, "prometheus-bearer-token-file", o.PrometheusBearerTokenFile,
 		"File with a bearer token sent with every Prometheus query (read again for each query, so a rotated token works).")
 	fs.StringVar(&o.PrometheusCAFile, "prometheus-ca-file", o.PrometheusCAFile,

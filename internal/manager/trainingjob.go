@@ -23,13 +23,22 @@ func setupTrainingJob(mgr ctrl.Manager, opts *Options) error {
 	scraper.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, false)
 	tracking := mlflow.NewHTTPClient()
 	tracking.Client.Transport = netguard.Transport(opts.DialLoopbackOnly, 2*time.Second, true)
-	return trainingjob.Setup(context.Background(), mgr, trainingjob.Config{
+	cfg := trainingjob.Config{
 		DefaultImages:           opts.DefaultImages,
+		DefaultCommands:         opts.DefaultCommands,
 		GPUNodeSelector:         opts.GPUNodeSelector,
 		PodSecurity:             opts.PodSecurity,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		Scraper:                 scraper,
 		MLflow:                  tracking,
 		PlacementTimeout:        opts.PlacementTimeout,
-	})
+	}
+	if opts.PrometheusURL != "" {
+		src, err := prometheusSource(opts)
+		if err != nil {
+			return err
+		}
+		cfg.DCGM = src
+	}
+	return trainingjob.Setup(context.Background(), mgr, cfg)
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/ml-operator/ml-operator/internal/images"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 )
 
 // ModelServerImage is the project's model server (./cmd/model-server) under
@@ -38,4 +39,22 @@ func (n *Node) PushModelServer(ctx context.Context, refs ...string) error {
 		}
 	}
 	return nil
+}
+
+// PushStorageInitializer builds ./cmd/storage-initializer as a static
+// binary and pushes it under the name the manager's
+// --storage-initializer-image defaults to (storageinit.DefaultImage): the
+// init container of every ModelDeployment version whose modelPath is
+// fetched.
+func (n *Node) PushStorageInitializer(ctx context.Context) error {
+	bin := filepath.Join(n.opts.CacheDir, "bin", "storage-initializer")
+	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd/storage-initializer", bin); err != nil {
+		return err
+	}
+	return n.PushImage(ctx, images.Spec{
+		Ref:        storageinit.DefaultImage,
+		Files:      []images.File{{Source: bin, Path: "/storage-initializer"}},
+		Entrypoint: []string{"/storage-initializer"},
+		User:       storageinit.User,
+	})
 }

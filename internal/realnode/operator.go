@@ -43,6 +43,13 @@ func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err er
 		return nil, err
 	}
 	n.logf("Manager image %s built and pushed (%s)", ManagerImage, time.Since(began).Round(100*time.Millisecond))
+	// The manager's --storage-initializer-image default: the init
+	// container of ModelDeployment versions whose modelPath is fetched.
+	began = time.Now()
+	if err := n.PushStorageInitializer(ctx); err != nil {
+		return nil, err
+	}
+	n.logf("Storage initializer image built and pushed (%s)", time.Since(began).Round(100*time.Millisecond))
 
 	files, err := certmanager.CRDFiles(n.opts.RepoRoot)
 	if err != nil {

@@ -65,6 +65,9 @@ type EnvOptions struct {
 	Burst int
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
+	// NativeGangs starts the cluster with native gang scheduling on
+	// (localcluster.Options.NativeGangs).
+	NativeGangs bool
 	Log         io.Writer
 }
 
@@ -100,7 +103,7 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	}
 	copts := localcluster.Options{
 		RepoRoot: o.RepoRoot, BinDir: o.BinDir, Workdir: o.Workdir, Name: o.Name,
-		Nodes: Nodes(o.Pods, o.GPUsPerWorker), Log: o.Log,
+		Nodes: Nodes(o.Pods, o.GPUsPerWorker), Log: o.Log, NativeGangs: o.NativeGangs,
 	}
 	var stops []func()
 	env = &Env{Nodes: copts.Nodes}

@@ -40,6 +40,7 @@ type Result struct {
 	Cost          *Cost                     `json:"apiCost,omitempty"`
 	Memory        []MemoryLevel             `json:"memory,omitempty"`
 	Restart       []RestartRun              `json:"restart,omitempty"`
+	GangBind      []GangBindRun             `json:"gangBind,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
 }
@@ -359,6 +360,12 @@ func (r *Result) PrintTable(w io.Writer) {
 		for _, path := range paths {
 			fmt.Fprintf(tw, "\t  handler calls %s\t%d\n", path, p.ServerCallsByPath[path])
 		}
+	}
+	for _, x := range r.GangBind {
+		fmt.Fprintf(tw, "gang of %d ranks, native\tfirst pod -> all bound\t%s\n", x.Ranks, spread(Summarize(x.NativeSeconds), "s", 2))
+		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.NativeSpread), "s", 2))
+		fmt.Fprintf(tw, "%d plain pods\tfirst pod -> all bound\t%s\n", x.Ranks, spread(Summarize(x.PlainSeconds), "s", 2))
+		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
 	}
 	for _, x := range r.Restart {
 		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",

@@ -50,7 +50,10 @@ type Config struct {
 	MemoryPods []int
 	// RestartRanks are the gang sizes the restart time is measured at.
 	RestartRanks []int
-	// Skip names scenarios not to run (burst, latency, cost, memory, restart).
+	// GangRanks are the gang sizes the bind time is measured at, native
+	// against plain pods (the gang scenario; empty: not run).
+	GangRanks []int
+	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang).
 	Skip map[string]bool
 }
 
@@ -62,6 +65,9 @@ func (c Config) Pods() int {
 		n = max(n, m)
 	}
 	for _, r := range c.RestartRanks {
+		n = max(n, r)
+	}
+	for _, r := range c.GangRanks {
 		n = max(n, r)
 	}
 	return n + c.LatencySamples*(c.Ranks+1) + 16
@@ -116,6 +122,12 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 		err := r.measured(ctx, res, "restart", func() (err error) { res.Restart, err = r.restart(ctx); return err })
 		if err != nil {
 			return res, fmt.Errorf("restart: %w", err)
+		}
+	}
+	if !cfg.Skip["gang"] && len(cfg.GangRanks) > 0 {
+		err := r.measured(ctx, res, "gang", func() (err error) { res.GangBind, err = r.gangBind(ctx); return err })
+		if err != nil {
+			return res, fmt.Errorf("gang bind: %w", err)
 		}
 	}
 	if !cfg.Skip["burst"] {

@@ -37,6 +37,8 @@ type Tracker struct {
 	failedAt map[string]time.Time
 	// gangSeen is when the first pod of an attempt was seen (namespace/job/attempt).
 	gangSeen map[string]time.Time
+	// boundAt is when a pod was first seen bound to a node (namespace/name/attempt).
+	boundAt map[string]time.Time
 }
 
 // StartTracker starts the watches and waits for their caches to sync.
@@ -54,6 +56,7 @@ func StartTracker(ctx context.Context, cfg *rest.Config) (*Tracker, error) {
 		jobs:     map[string]map[string]mlv1.TrainingJobState{},
 		failedAt: map[string]time.Time{},
 		gangSeen: map[string]time.Time{},
+		boundAt:  map[string]time.Time{},
 	}
 	podInf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
@@ -105,6 +108,9 @@ func (t *Tracker) setPod(o any) {
 		t.gangSeen[gang] = time.Now()
 	}
 	key := p.Namespace + "/" + p.Name + "/" + strconv.Itoa(attempt)
+	if _, seen := t.boundAt[key]; !seen && p.Spec.NodeName != "" {
+		t.boundAt[key] = time.Now()
+	}
 	if p.Status.Phase == corev1.PodFailed {
 		if _, seen := t.failedAt[key]; !seen {
 			t.failedAt[key] = time.Now()
@@ -271,4 +277,28 @@ func retrying(ctx context.Context, f func() error) error {
 		}
 	}
 	return err
+}
+
+// GangBound reports when the first and the last pod of an attempt were
+// seen bound to a node, and how many are bound.
+func (t *Tracker) GangBound(ns, job string, attempt int) (first, last time.Time, bound int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, p := range t.pods[ns] {
+		if p.job != job || p.attempt != attempt {
+			continue
+		}
+		at, ok := t.boundAt[ns+"/"+name+"/"+strconv.Itoa(attempt)]
+		if !ok {
+			continue
+		}
+		bound++
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return first, last, bound
 }

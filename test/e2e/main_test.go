@@ -41,13 +41,30 @@ var env struct {
 	conversion bool
 	// trainers serve the progress contract on every Running rank 0.
 	trainers *localcluster.Trainers
+	// nativeGangs is true when the cluster runs with Kubernetes' native
+	// gang scheduling (-gang=native).
+	nativeGangs bool
 }
+
+// gang selects the cluster's gang scheduling: "native" starts it with the
+// native gang scheduling feature gates. `make e2e` runs the suite without
+// them, then the TestNativeGang tests in a second run with them.
+var gang = flag.String("gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (the TestNativeGang tests need it)`)
 
 func TestMain(m *testing.M) {
 	os.Exit(runSuite(m))
 }
 
 func runSuite(m *testing.M) (code int) {
+	flag.Parse()
+	switch *gang {
+	case "":
+	case "native":
+		env.nativeGangs = true
+	default:
+		fmt.Fprintf(os.Stderr, "-gang: %q is not \"native\"\n", *gang)
+		return 2
+	}
 	root := testutil.RepoRoot()
 	workdir, err := os.MkdirTemp("", "ml-operator-e2e-")
 	if err != nil {
@@ -56,11 +73,16 @@ func runSuite(m *testing.M) (code int) {
 	}
 	defer os.RemoveAll(workdir)
 	opts := localcluster.Options{
-		RepoRoot: root,
-		BinDir:   filepath.Join(root, "bin"),
-		Workdir:  workdir,
-		Name:     "e2e",
-		Log:      os.Stderr,
+		RepoRoot:    root,
+		BinDir:      filepath.Join(root, "bin"),
+		Workdir:     workdir,
+		Name:        "e2e",
+		Log:         os.Stderr,
+		NativeGangs: env.nativeGangs,
+	}
+	if env.nativeGangs {
+		// Its own name, so that its loopback ranges differ from the plain run's.
+		opts.Name = "e2e-native"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -102,8 +124,8 @@ func runSuite(m *testing.M) (code int) {
 		return 1
 	}
 	defer stopManager()
-	fmt.Fprintf(os.Stderr, "e2e: cluster and manager ready in %s (webhooks: %v, conversion webhook: %v)\n",
-		time.Since(start).Round(time.Second), env.webhooks, env.conversion)
+	fmt.Fprintf(os.Stderr, "e2e: cluster and manager ready in %s (webhooks: %v, conversion webhook: %v, native gangs: %v)\n",
+		time.Since(start).Round(time.Second), env.webhooks, env.conversion, env.nativeGangs)
 	code = m.Run()
 	// Whatever the tests made, no address in the cluster may be outside
 	// 127.0.0.0/8 (loopback_test.go).

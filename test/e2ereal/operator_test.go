@@ -55,6 +55,7 @@ func TestOperator(t *testing.T) {
 		for name, f := range map[string]func(*testing.T){
 			"TwoRankPyTorchJobResumesAfterARankIsKilled": testTwoRankPyTorchJob,
 			"ServingTwoVersionsThenRollback":             testServing,
+			"ModelPathsFetchedAndMounted":                testModelPaths,
 			"SeedExamples":                               testSeedExamples,
 			"WebhookCertificateRenewedUnderLoad":         testCertificateRenewalUnderLoad,
 			"RestrictedNamespace":                        testRestrictedNamespace,

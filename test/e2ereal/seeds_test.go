@@ -107,7 +107,11 @@ func deref(p *int32) int32 {
 //     use: the trainer image (Debian's PyTorch with `python`, whose command
 //     when none is given is /bin/bash, as in Ubuntu-based images such as
 //     pytorch/pytorch). It holds none of the users' training scripts;
-//     neither do the real images;
+//     neither do the real images. It does hold /app/train.py (the example
+//     trainer), which the default launch command of test-job runs: an
+//     admin whose jobs name no command points --default-image at an image
+//     with that script, or --default-command at their own (the upstream
+//     pytorch/pytorch image has none);
 //   - a documented static PersistentVolume for each checkpoint claim (the
 //     node has no provisioner) and for mnist-training's data claim
 //     training-data-pvc, which the seed expects to exist.
@@ -142,10 +146,11 @@ func advertiseGPUs(t *testing.T, n int) {
 	}), "the node's allocatable never showed %d %s", n, mlv1.DefaultGPUResourceName)
 }
 
-// staticVolume is a hostPath PersistentVolume bound in advance to the
-// claim ns/claim (storage class "", as a claim with none binds when the
-// cluster has no default class).
-func staticVolume(t *testing.T, ns, claim string) {
+// staticVolume is a hostPath PersistentVolume with the access modes given,
+// bound in advance to the claim ns/claim (storage class "", as a claim
+// with none binds when the cluster has no default class). It returns the
+// volume's directory.
+func staticVolume(t *testing.T, ns, claim string, modes ...corev1.PersistentVolumeAccessMode) string {
 	t.Helper()
 	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
 	require.NoError(t, os.MkdirAll(dir, 0o777))
@@ -154,7 +159,7 @@ func staticVolume(t *testing.T, ns, claim string) {
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce},
+			AccessModes:                   modes,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
@@ -162,6 +167,7 @@ func staticVolume(t *testing.T, ns, claim string) {
 	}
 	require.NoError(t, node.Client.Create(context.Background(), pv))
 	t.Cleanup(func() { _ = node.Client.Delete(context.Background(), pv) })
+	return dir
 }
 
 // seedOutcome is what a seed job ends in on this node, and why.
@@ -174,12 +180,18 @@ type seedOutcome struct {
 	reason string
 	// message must match the condition's message.
 	message string
+	// log must match rank 0's log, when set.
+	log string
+	// checkpoints are the files left on the job's checkpoint volume, when
+	// set.
+	checkpoints []string
 }
 
 // seedOutcomes are the documented outcomes (docs/local-cluster.md, "A
-// real node"). test-job completes at once: with no command the operator
-// runs the image's default command (issue 20 item 7 restores seed 000's
-// launch command; until then this is today's documented behaviour).
+// real node"). test-job names no command, so its two ranks run the
+// default launch command (seed 000's: torchrun /app/train.py with the
+// model, dataset, hyperparameters and checkpoint directory as flags),
+// train its 10 epochs and Complete, keeping the last 3 checkpoints.
 // mnist-training's script is not in the image: its ranks exit 2, and the
 // gang is restarted backoffLimit (3) times, then fails. pytorch-mnist asks
 // for 2 CPUs per rank, 4 in all, on a node of 2: it waits and says why
@@ -187,7 +199,9 @@ type seedOutcome struct {
 // after placementTimeout (10 min); only runPolicy.activeDeadlineSeconds
 // would end that wait.
 var seedOutcomes = []seedOutcome{
-	{file: "trainingjob-v1-test-job.yaml", state: mlv1.StateCompleted, reason: mlv1.ReasonAllWorkersSucceeded},
+	{file: "trainingjob-v1-test-job.yaml", state: mlv1.StateCompleted, reason: mlv1.ReasonAllWorkersSucceeded,
+		log:         `(?s)rank 0: model 'resnet50', dataset 'imagenet', 10 epochs, checkpoints in '/checkpoints'.*rank 0: epoch 10/10 done.*training complete epochs=10`,
+		checkpoints: []string{"epoch-10", "epoch-8", "epoch-9"}},
 	{file: "trainingjob-v1alpha1-mnist-training.yaml", state: mlv1.StateFailed, reason: mlv1.ReasonBackoffLimitExceeded,
 		message: `exit code 2`},
 	{file: "trainingjob-v1alpha1-pytorch-mnist.yaml", reason: mlv1.ReasonUnschedulable,
@@ -201,13 +215,21 @@ var seedOutcomes = []seedOutcome{
 func testSeedExamples(t *testing.T) {
 	advertiseGPUs(t, seedGPUs)
 	pushTrainerImage(t, seedImages...)
-	for _, v := range []struct{ ns, claim string }{
-		{"default", "test-job-checkpoints"},
-		{"ml-team", "mnist-training-checkpoints"},
-		{"ml-team", "training-data-pvc"},
-		{"ml-jobs", "pytorch-mnist-checkpoints"},
+	// The checkpoint claims' volumes are ReadWriteOnce only, as block
+	// storage (kind's local-path, GCE PD) is: the node has no
+	// StorageClass, so the operator asks for no more, and the multi-rank
+	// seeds run all their ranks on rank 0's node.
+	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	for _, v := range []struct {
+		ns, claim string
+		modes     []corev1.PersistentVolumeAccessMode
+	}{
+		{"default", "test-job-checkpoints", rwo},
+		{"ml-team", "mnist-training-checkpoints", rwo},
+		{"ml-team", "training-data-pvc", []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}},
+		{"ml-jobs", "pytorch-mnist-checkpoints", rwo},
 	} {
-		staticVolume(t, v.ns, v.claim)
+		seedVolumes[v.ns+"/"+v.claim] = staticVolume(t, v.ns, v.claim, v.modes...)
 	}
 	// The claim mnist-training mounts, as its user made it.
 	ensureNamespace(t, "ml-team")
@@ -222,6 +244,9 @@ func testSeedExamples(t *testing.T) {
 	t.Run("TrainingJobsReachTheirDocumentedOutcome", func(t *testing.T) { testSeedJobs(t, jobs) })
 	t.Run("ModelDeploymentSaysWhyItWaits", func(t *testing.T) { testSeedModelDeployment(t, md) })
 }
+
+// seedVolumes are the static volumes' directories by namespace/claim.
+var seedVolumes = map[string]string{}
 
 // dataClaim is a user's claim, bound to its static volume.
 func dataClaim(t *testing.T, ns, name string) {
@@ -274,6 +299,22 @@ func testSeedJobs(t *testing.T, jobs []*unstructured.Unstructured) {
 		if want.message != "" {
 			require.Regexp(t, want.message, cond.Message, "seed %s", key)
 		}
+		if want.log != "" {
+			log, err := node.PodLog(ctx, key.Namespace, key.Name+"-worker-0")
+			require.NoError(t, err, "seed %s: rank 0's log", key)
+			t.Logf("  rank 0's log: %s", strings.TrimSpace(log))
+			require.Regexp(t, want.log, log, "seed %s: rank 0's log", key)
+		}
+		if want.checkpoints != nil {
+			dir := seedVolumes[key.Namespace+"/"+mlv1.CheckpointPVCName(key.Name)]
+			require.Equal(t, want.checkpoints, checkpointFiles(dir), "seed %s: checkpoints in %s", key, dir)
+			// Its claim asked for what a ReadWriteOnce-only volume gives,
+			// and was bound to one.
+			pvc := &corev1.PersistentVolumeClaim{}
+			require.NoError(t, node.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: mlv1.CheckpointPVCName(key.Name)}, pvc))
+			require.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes, "seed %s checkpoint claim", key)
+			require.Equal(t, corev1.ClaimBound, pvc.Status.Phase, "seed %s checkpoint claim", key)
+		}
 		if want.state == mlv1.StateFailed {
 			// Every attempt was a real failure of the user's command: the
 			// gang was restarted backoffLimit times.
@@ -292,24 +333,29 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 	ctx := context.Background()
 	got := &mlv1.ModelDeployment{}
 	key := client.ObjectKey{Namespace: md.GetNamespace(), Name: md.GetName()}
-	// Its image was never pushed: wait until the kubelet says so, then
-	// read what the operator tells the user.
+	// Its model is on S3, which no pod here reaches (the cluster's DNS
+	// answers cluster names only): the storage initializer fails before
+	// the server's image (never pushed) is even pulled. Wait until the
+	// initializer has failed, then read what the operator tells the user.
 	pods := &corev1.PodList{}
-	pulling := func() bool {
+	fetchFailed := func() bool {
 		if node.Client.List(ctx, pods, client.InNamespace(key.Namespace)) != nil {
 			return false
 		}
 		for _, p := range pods.Items {
-			for _, cs := range p.Status.ContainerStatuses {
-				if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
-					return true
+			for _, cs := range p.Status.InitContainerStatuses {
+				for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+					if cs.Name == mlv1.StorageInitializerContainerName && term != nil && term.ExitCode != 0 {
+						return true
+					}
 				}
 			}
 		}
 		return false
 	}
-	err := poll(2*time.Minute, func() bool {
-		if !pulling() || opClient.Get(ctx, key, got) != nil || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
+	err := poll(3*time.Minute, func() bool {
+		failed := fetchFailed()
+		if opClient.Get(ctx, key, got) != nil || !failed || got.Status.ObservedGeneration != got.Generation || len(got.Status.ActiveVersions) == 0 {
 			return false
 		}
 		h := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
@@ -322,18 +368,18 @@ func testSeedModelDeployment(t *testing.T, md *unstructured.Unstructured) {
 	for _, p := range pods.Items {
 		t.Logf("  pod %s: %s %s", p.Name, p.Status.Phase, podWhy(&p))
 	}
-	require.NoError(t, err, "the seed ModelDeployment's image pull never failed, or it has no status")
+	require.NoError(t, err, "the seed ModelDeployment's model fetch never failed, or it has no status\n%s", node.NamespaceDiagnostics(ctx, key.Namespace))
 	require.Equal(t, mlv1.PhasePending, got.Status.Phase, "no version of the seed can take traffic here")
 	ready := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentReady)
 	require.NotNil(t, ready)
 	require.Equal(t, metav1.ConditionFalse, ready.Status)
-	// An image that cannot be pulled is not healthy, even before any pod
-	// was Ready (the real node showed Healthy=True here once).
+	// A model that cannot be fetched is not healthy, even before any pod
+	// was Ready; the condition quotes the initializer.
 	healthy := meta.FindStatusCondition(got.Status.Conditions, mlv1.ModelDeploymentHealthy)
 	require.NotNil(t, healthy)
 	require.Equal(t, metav1.ConditionFalse, healthy.Status, "%s: %s", healthy.Reason, healthy.Message)
-	require.Equal(t, mlv1.ReasonContainerCannotStart, healthy.Reason)
-	require.Regexp(t, `ErrImagePull|ImagePullBackOff`, healthy.Message)
+	require.Equal(t, mlv1.ReasonModelFetchFailed, healthy.Reason)
+	require.Contains(t, healthy.Message, "the storage initializer could not fetch the model: GET s3://models/sentiment/v1/model.pt: ")
 }
 
 // podWhy says why a pod is not running: the scheduler's or the kubelet's
@@ -345,9 +391,12 @@ func podWhy(p *corev1.Pod) string {
 			why = append(why, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
 		}
 	}
-	for _, cs := range p.Status.ContainerStatuses {
+	for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil {
 			why = append(why, fmt.Sprintf("container %s waiting %s: %s", cs.Name, w.Reason, w.Message))
+		}
+		if term := cs.LastTerminationState.Terminated; term != nil && term.ExitCode != 0 {
+			why = append(why, fmt.Sprintf("container %s last exited %d: %s", cs.Name, term.ExitCode, strings.TrimSpace(term.Message)))
 		}
 	}
 	return strings.Join(why, "; ")

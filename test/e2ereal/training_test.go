@@ -35,10 +35,12 @@ import (
 var trainerImageMu sync.Mutex
 
 // pushTrainerImage builds the trainer image (Debian's PyTorch by
-// mmdebstrap, cached, plus test/torch/trainer/train.py) and pushes it
+// mmdebstrap, cached, plus test/torch/trainer/train.py, also at
+// /app/train.py where the default launch command runs it) and pushes it
 // under each of refs. Like Ubuntu-based PyTorch images it has `python`
-// and runs /bin/bash when no command is given, so the seeds' stand-ins are
-// this same image under their names: built, pushed and unpacked once.
+// and `torchrun` on PATH and runs /bin/bash when no command is given, so
+// the seeds' stand-ins are this same image under their names: built,
+// pushed and unpacked once.
 func pushTrainerImage(t *testing.T, refs ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -57,7 +59,12 @@ func pushTrainerImage(t *testing.T, refs ...string) {
 			RootfsTar: rootfs,
 			Files: []images.File{
 				{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: "/opt/trainer/train.py", Mode: 0o644},
+				// Where the operator's default launch command looks
+				// for it (mlv1.DefaultTrainScript): the seed test-job
+				// names no command.
+				{Source: filepath.Join(repo, "test", "torch", "trainer", "train.py"), Path: mlv1.DefaultTrainScript, Mode: 0o644},
 				{Source: filepath.Join(repo, "test", "e2ereal", "testdata", "python"), Path: "/usr/local/bin/python", Mode: 0o755},
+				{Source: filepath.Join(repo, "test", "e2ereal", "testdata", "torchrun"), Path: "/usr/local/bin/torchrun", Mode: 0o755},
 			},
 			Cmd:        []string{"/bin/bash"},
 			WorkingDir: "/workspace",
@@ -68,7 +75,9 @@ func pushTrainerImage(t *testing.T, refs ...string) {
 
 // checkpointVolume makes a hostPath PersistentVolume bound in advance to
 // the checkpoint claim the operator creates for job name (the node has no
-// dynamic provisioner) and returns its directory.
+// dynamic provisioner) and returns its directory. It is ReadWriteOnce
+// only, as block storage is: the claim of a job that names no StorageClass
+// asks for no more, and the ranks share the volume on rank 0's node.
 func checkpointVolume(t *testing.T, ns, name string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -79,7 +88,7 @@ func checkpointVolume(t *testing.T, ns, name string) string {
 		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name + "-checkpoints"},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},

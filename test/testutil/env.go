@@ -79,6 +79,10 @@ func StartEnv(o EnvOptions) (*Env, error) {
 		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, o.ExtraCRDDirs...),
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+		// A deadline, not a wait: envtest's default of 10 s for the CRDs
+		// to be served ran out at a load average of 50 on the shared
+		// 2-core machine.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: 2 * time.Minute},
 	}
 	for flag, value := range o.APIServerFlags {
 		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -9,11 +10,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Timeout and Interval bound every Eventually in the suites.
-const (
-	Timeout  = 10 * time.Second
-	Interval = 250 * time.Millisecond
-)
+// Timeout and Interval bound every Eventually in the suites. Timeout is
+// 10 s, or $TESTUTIL_TIMEOUT (a Go duration): `make test-race` sets 30s,
+// since the race detector slows everything several times over.
+var Timeout = timeoutFromEnv(10 * time.Second)
+
+// Interval is how often Eventually polls.
+const Interval = 250 * time.Millisecond
+
+func timeoutFromEnv(def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("TESTUTIL_TIMEOUT")); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
 
 // Eventually polls cond until it returns true or Timeout passes.
 func Eventually(t testing.TB, cond func() bool, msgAndArgs ...any) {

@@ -196,6 +196,12 @@ func (w *ModelDeploymentWrapper) Version(name string, weight int32, modelPath st
 }
 
 // Framework sets spec.framework.
+// ModelSecret names the credentials Secret of version i.
+func (w *ModelDeploymentWrapper) ModelSecret(i int, secret string) *ModelDeploymentWrapper {
+	w.Spec.Versions[i].ModelSecretName = secret
+	return w
+}
+
 func (w *ModelDeploymentWrapper) Framework(f mlv1.ModelFramework) *ModelDeploymentWrapper {
 	w.Spec.Framework = f
 	return w

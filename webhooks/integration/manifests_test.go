@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -178,7 +177,7 @@ func checkSeedJob(t *testing.T, manifest *unstructured.Unstructured, v1 *mlv1.Tr
 		assert.Equal(t, want.Spec.NumWorkers, v1.Spec.NumWorkers)
 		assert.Equal(t, want.Spec.GPUsPerWorker, v1.Spec.GPUsPerWorker)
 		assert.Equal(t, ptr.To[int32](1), v1.Spec.NProcPerNode)
-		assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, v1.Spec.Checkpoint.Storage.AccessModes)
+		assert.Empty(t, v1.Spec.Checkpoint.Storage.AccessModes, "chosen with the claim, from its StorageClass")
 		assert.Equal(t, "0.001", string(v1.Spec.Hyperparameters["learningRate"].Raw))
 	case mlv1alpha1.GroupVersion.String():
 		// ...and a v1alpha1 manifest reads back as itself, plus the

@@ -44,7 +44,7 @@ func TestModelDeploymentDefaults(t *testing.T) {
 	assert.Equal(t, ptr.To[int32](3), got.Spec.Scaling.MaxReplicas)
 
 	// A canary: weights that sum to 100 are accepted.
-	got.Spec.Versions = append(got.Spec.Versions, mlv1.ModelVersion{Name: "v2", Weight: ptr.To[int32](10), ModelPath: "hf://org/iris"})
+	got.Spec.Versions = append(got.Spec.Versions, mlv1.ModelVersion{Name: "v2", Weight: ptr.To[int32](10), ModelPath: "s3://models/iris", ModelSecretName: "s3-credentials"})
 	got.Spec.Versions[0].Weight = ptr.To[int32](90)
 	require.NoError(t, k8s.Update(ctx, got))
 }

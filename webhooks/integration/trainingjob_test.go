@@ -91,8 +91,10 @@ func TestNeverMutableFields(t *testing.T) {
 func TestNumWorkersChangesAnyTime(t *testing.T) {
 	ctx := context.Background()
 	job := testutil.TrainingJob("rescale", testutil.Namespace(t, k8s)).Workers(2).Obj()
+	job.Spec.Checkpoint.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 	require.NoError(t, k8s.Create(ctx, job))
 	job.Spec.NumWorkers = 8
+	job.Spec.Checkpoint.Storage.AccessModes = nil
 	require.NoError(t, k8s.Update(ctx, job))
 	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}, job.Spec.Checkpoint.Storage.AccessModes,
 		"the checkpoint volume keeps the access mode it was created with")
@@ -158,7 +160,7 @@ func TestTrainingJobDefaults(t *testing.T) {
 	assert.Equal(t, images["tensorflow"], s.Image)
 	assert.Equal(t, ptr.To[int32](4), s.NProcPerNode, "nprocPerNode defaults to gpusPerWorker")
 	assert.Equal(t, mlv1.BackendNCCL, s.Networking.Backend)
-	assert.Equal(t, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, s.Checkpoint.Storage.AccessModes)
+	assert.Empty(t, s.Checkpoint.Storage.AccessModes, "the controller chooses them from the claim's StorageClass")
 	assert.Equal(t, "10Gi", s.Checkpoint.Storage.Size.String())
 	assert.Equal(t, "/data", s.DataVolume.MountPath)
 	assert.Equal(t, ptr.To(true), s.Checkpoint.RetainOnDelete)

@@ -1,8 +1,10 @@
 // Package podgroups has a gang admitted as one unit by the gang schedulers
 // the TrainingJob controller supports: Kueue's plain-pod groups (labels on
-// the pods, kueue.go) and the PodGroup objects of Volcano and of
-// scheduler-plugins' coscheduling (this file). The objects are
-// unstructured: the operator imports neither project. The package knows
+// the pods, kueue.go), the PodGroup objects of Volcano and of
+// scheduler-plugins' coscheduling (this file), and Kubernetes' own
+// scheduling.k8s.io/v1alpha2 Workload and PodGroup (native.go). Volcano's and
+// coscheduling's objects are unstructured: the operator imports neither
+// project. The package knows
 // nothing of TrainingJobs: the controller describes each gang attempt as a
 // Gang.
 package podgroups
@@ -10,6 +12,7 @@ package podgroups
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +54,9 @@ type Scheduler struct {
 	// priorityClass: the PodGroup spec has a priorityClassName (Volcano's
 	// does; scheduler-plugins' has none, its CRD would prune it).
 	priorityClass bool
+	// native: Kubernetes' own Workload and PodGroup (native.go); pods name
+	// the group in spec.schedulingGroup.
+	native bool
 }
 
 var (
@@ -84,7 +90,8 @@ func SchedulerFor(schedulerName string) (Scheduler, bool) {
 	return Scheduler{}, false
 }
 
-// Flavour is which gang scheduler s is: "volcano" or "coscheduling".
+// Flavour is which gang scheduler s is: "volcano", "coscheduling" or
+// "native" (kube-scheduler's GangScheduling plugin).
 func (s Scheduler) Flavour() string { return s.flavour }
 
 // GroupVersionKind is the scheduler's PodGroup kind.
@@ -92,6 +99,10 @@ func (s Scheduler) GroupVersionKind() schema.GroupVersionKind { return s.gvk }
 
 // Join makes a pod name its PodGroup, group.
 func (s Scheduler) Join(pod *corev1.Pod, group string) {
+	if s.native {
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &group}
+		return
+	}
 	if s.podAnnotation != "" {
 		if pod.Annotations == nil {
 			pod.Annotations = map[string]string{}
@@ -164,25 +175,42 @@ type Ensurer interface {
 	// and the pods are created without one.
 	Ensure(ctx context.Context, schedulerName string, g Gang) (s Scheduler, ok bool, err error)
 	// Installed reports whether schedulerName is a gang scheduler whose
-	// PodGroup kind the API server serves: then that scheduler places the
-	// gang all-or-nothing.
+	// PodGroup kind the API server serves, or the default scheduler and the
+	// API server serves scheduling.k8s.io/v1alpha2 PodGroups (native gang
+	// scheduling): then that scheduler places the gang all-or-nothing.
 	Installed(ctx context.Context, schedulerName string) (s Scheduler, ok bool, err error)
 }
 
 // Client is the Ensurer that writes PodGroups through the API server.
 type Client struct {
 	client client.Client
+	// now is the clock of the native discovery's negative cache.
+	now             func() time.Time
+	nativeDiscovery nativeDiscovery
 }
 
 var _ Ensurer = &Client{}
 
 // NewClient returns an Ensurer writing through c, whose RESTMapper tells
-// which PodGroup kinds are installed.
-func NewClient(c client.Client) *Client { return &Client{client: c} }
+// which PodGroup kinds are installed; now is the clock (time.Now when nil).
+func NewClient(c client.Client, now func() time.Time) *Client {
+	if now == nil {
+		now = time.Now
+	}
+	return &Client{client: c, now: now}
+}
 
-// Installed implements Ensurer. Only a gang scheduler's name costs a
-// discovery look-up (which the RESTMapper caches).
+// Installed implements Ensurer. A gang scheduler's name costs a discovery
+// look-up (which the RESTMapper caches); the default scheduler's costs one
+// per nativeRecheck while the native kind is not served.
 func (c *Client) Installed(_ context.Context, schedulerName string) (Scheduler, bool, error) {
+	if IsDefaultScheduler(schedulerName) {
+		served, err := c.nativeServed()
+		if !served || err != nil {
+			return Scheduler{}, false, err
+		}
+		return native, true, nil
+	}
 	s, ok := SchedulerFor(schedulerName)
 	if !ok {
 		return Scheduler{}, false, nil
@@ -201,6 +229,12 @@ func (c *Client) Ensure(ctx context.Context, schedulerName string, g Gang) (Sche
 	s, ok, err := c.Installed(ctx, schedulerName)
 	if !ok || err != nil {
 		return Scheduler{}, false, err
+	}
+	if s.native {
+		if err := c.ensureNative(ctx, g); err != nil {
+			return Scheduler{}, false, err
+		}
+		return s, true, nil
 	}
 	want := s.desired(g)
 	if err := c.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {

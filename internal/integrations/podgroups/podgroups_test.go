@@ -3,11 +3,13 @@ package podgroups
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,7 +127,7 @@ func podGroups(t *testing.T, c client.Client, gvk schema.GroupVersionKind) []str
 func TestEnsureReplacesEarlierAttempts(t *testing.T) {
 	ctx := context.Background()
 	c := fakeCluster(volcano.gvk)
-	groups := NewClient(c)
+	groups := NewClient(c, nil)
 
 	s, ok, err := groups.Ensure(ctx, "volcano", gang("0"))
 	require.NoError(t, err)
@@ -151,7 +153,7 @@ func TestEnsureWithoutAGangScheduler(t *testing.T) {
 	ctx := context.Background()
 	c := fakeCluster(volcano.gvk)
 	for _, name := range []string{"", "default-scheduler", "coscheduling"} {
-		_, ok, err := NewClient(c).Ensure(ctx, name, gang("0"))
+		_, ok, err := NewClient(c, nil).Ensure(ctx, name, gang("0"))
 		require.NoError(t, err, name)
 		assert.False(t, ok, name)
 	}
@@ -162,7 +164,7 @@ func TestEnsureWithoutAGangScheduler(t *testing.T) {
 // PodGroup kind is served.
 func TestInstalled(t *testing.T) {
 	ctx := context.Background()
-	c := NewClient(fakeCluster(volcano.gvk))
+	c := NewClient(fakeCluster(volcano.gvk), nil)
 	s, ok, err := c.Installed(ctx, "volcano")
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -172,8 +174,129 @@ func TestInstalled(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.False(t, ok, name)
 	}
-	s, ok, err = NewClient(fakeCluster(coscheduling.gvk)).Installed(ctx, "scheduler-plugins-scheduler")
+	s, ok, err = NewClient(fakeCluster(coscheduling.gvk), nil).Installed(ctx, "scheduler-plugins-scheduler")
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, "coscheduling", s.Flavour())
+}
+
+// A native gang attempt is a Workload with one gang template covering every
+// pod, and a PodGroup made from it, both controlled by the job.
+func TestDesiredNativeObjects(t *testing.T) {
+	g := gang("1")
+	meta := metav1.ObjectMeta{Namespace: "team-a", Name: "bert-1", Labels: g.Labels, OwnerReferences: []metav1.OwnerReference{owner}}
+	policy := schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 3}}
+	wantWorkload := &schedulingv1alpha2.Workload{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1alpha2", Kind: "Workload"},
+		ObjectMeta: meta,
+		Spec: schedulingv1alpha2.WorkloadSpec{
+			ControllerRef:     &schedulingv1alpha2.TypedLocalObjectReference{APIGroup: "ml.example.com", Kind: "TrainingJob", Name: "bert"},
+			PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{{Name: "gang", SchedulingPolicy: policy}},
+		},
+	}
+	if diff := cmp.Diff(wantWorkload, desiredWorkload(g)); diff != "" {
+		t.Errorf("Workload (-want +got):\n%s", diff)
+	}
+	wantPodGroup := &schedulingv1alpha2.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "scheduling.k8s.io/v1alpha2", Kind: "PodGroup"},
+		ObjectMeta: meta,
+		Spec: schedulingv1alpha2.PodGroupSpec{
+			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{
+				Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{WorkloadName: "bert-1", PodGroupTemplateName: "gang"}},
+			SchedulingPolicy: policy,
+		},
+	}
+	if diff := cmp.Diff(wantPodGroup, desiredNativePodGroup(g)); diff != "" {
+		t.Errorf("PodGroup (-want +got):\n%s", diff)
+	}
+}
+
+func TestJoinNative(t *testing.T) {
+	p := &corev1.Pod{}
+	native.Join(p, "bert-1")
+	require.NotNil(t, p.Spec.SchedulingGroup)
+	assert.Equal(t, ptr.To("bert-1"), p.Spec.SchedulingGroup.PodGroupName)
+	assert.Empty(t, p.Labels)
+	assert.Empty(t, p.Annotations)
+}
+
+func TestIsNativeGangWaiting(t *testing.T) {
+	// What kube-scheduler 1.36 wrote on a held-back member (make e2e-native).
+	assert.True(t, IsNativeGangWaiting("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "+
+		"one or more plugins asked to wait and no plugin rejected pod"))
+	assert.True(t, IsNativeGangWaiting("waiting for minCount pods from a gang to appear in scheduling queue"))
+	assert.False(t, IsNativeGangWaiting("0/6 nodes are available: 6 Insufficient nvidia.com/gpu."))
+}
+
+// countingMapper counts the RESTMapper look-ups that reach discovery.
+type countingMapper struct {
+	meta.RESTMapper
+	lookups int
+}
+
+func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	m.lookups++
+	return m.RESTMapper.RESTMapping(gk, versions...)
+}
+
+// The default scheduler places gangs natively when the API server serves
+// scheduling.k8s.io/v1alpha2 PodGroups. Without them, the answer is kept a
+// minute (the RESTMapper would ask the API server on every look-up), then
+// asked again; a served kind is found in the RESTMapper's cache each time.
+func TestInstalledNative(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	mapper := &countingMapper{RESTMapper: meta.NewDefaultRESTMapper(nil)}
+	c := NewClient(fake.NewClientBuilder().WithRESTMapper(mapper).Build(), clock)
+	for _, name := range []string{"", "default-scheduler"} {
+		_, ok, err := c.Installed(ctx, name)
+		require.NoError(t, err)
+		assert.False(t, ok, name)
+	}
+	assert.Equal(t, 1, mapper.lookups, "the second look-up within a minute is cached")
+	now = now.Add(nativeRecheck)
+	mapper.RESTMapper.(*meta.DefaultRESTMapper).Add(native.gvk, meta.RESTScopeNamespace)
+	s, ok, err := c.Installed(ctx, "")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "native", s.Flavour())
+	assert.Equal(t, 2, mapper.lookups)
+	_, ok, err = c.Installed(ctx, "default-scheduler")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	// Other schedulers never place gangs natively.
+	for _, name := range []string{"my-scheduler", "volcano"} {
+		_, ok, err := c.Installed(ctx, name)
+		require.NoError(t, err)
+		assert.False(t, ok, name)
+	}
+}
+
+// Ensure creates an attempt's Workload and PodGroup, again without error,
+// and deletes those of the job's earlier attempts, never another owner's.
+func TestEnsureNative(t *testing.T) {
+	ctx := context.Background()
+	c := fakeCluster(native.gvk, workloadGVK)
+	groups := NewClient(c, nil)
+	s, ok, err := groups.Ensure(ctx, "", gang("0"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, native, s)
+	_, _, err = groups.Ensure(ctx, "", gang("0"))
+	require.NoError(t, err, "the objects exist already")
+	foreign := desiredNativePodGroup(gang("9"))
+	foreign.OwnerReferences = nil
+	require.NoError(t, c.Create(ctx, foreign))
+
+	bigger := gang("1")
+	bigger.MinMember = 5
+	_, ok, err = groups.Ensure(ctx, "default-scheduler", bigger)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.ElementsMatch(t, []string{"bert-1", "bert-9"}, podGroups(t, c, native.gvk))
+	assert.ElementsMatch(t, []string{"bert-1"}, podGroups(t, c, workloadGVK))
+	pg := &schedulingv1alpha2.PodGroup{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "bert-1"}, pg))
+	assert.EqualValues(t, 5, pg.Spec.SchedulingPolicy.Gang.MinCount)
 }

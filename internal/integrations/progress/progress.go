@@ -27,6 +27,8 @@ const (
 	MetricThroughput          = "training_throughput_samples_per_second"
 	MetricCheckpointEpoch     = "training_checkpoint_epoch"
 	MetricCheckpointTimestamp = "training_checkpoint_timestamp_seconds"
+	MetricStepTime            = "training_step_time_seconds"
+	MetricGPUUtilization      = "training_gpu_utilization_percent"
 )
 
 // Report is what rank 0 reported; nil fields were not served (or were NaN
@@ -39,6 +41,8 @@ type Report struct {
 	Throughput          *float64
 	CheckpointEpoch     *float64
 	CheckpointTimestamp *float64
+	StepTime            *float64
+	GPUUtilization      *float64
 }
 
 // Scraper reads rank 0's progress from its metrics URL. HTTPScraper is the
@@ -116,6 +120,8 @@ func Parse(r io.Reader) (p Report, err error) {
 		Throughput:          value(MetricThroughput),
 		CheckpointEpoch:     value(MetricCheckpointEpoch),
 		CheckpointTimestamp: value(MetricCheckpointTimestamp),
+		StepTime:            value(MetricStepTime),
+		GPUUtilization:      value(MetricGPUUtilization),
 	}, nil
 }
 

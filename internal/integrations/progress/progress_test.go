@@ -28,6 +28,10 @@ training_throughput_samples_per_second 1234.5
 training_checkpoint_epoch 3
 # TYPE training_checkpoint_timestamp_seconds gauge
 training_checkpoint_timestamp_seconds 1.7670000005e+09
+# TYPE training_step_time_seconds gauge
+training_step_time_seconds 0.35
+# TYPE training_gpu_utilization_percent gauge
+training_gpu_utilization_percent 87.5
 # TYPE python_gc_objects_collected_total counter
 python_gc_objects_collected_total{generation="0"} 12.0
 `
@@ -47,13 +51,17 @@ func TestHTTPScraperReadsTheProgressContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, got := range map[string]*float64{"epoch": p.Epoch, "total": p.TotalEpochs, "loss": p.Loss,
-		"accuracy": p.Accuracy, "throughput": p.Throughput, "checkpoint": p.CheckpointEpoch, "ts": p.CheckpointTimestamp} {
+		"accuracy": p.Accuracy, "throughput": p.Throughput, "checkpoint": p.CheckpointEpoch, "ts": p.CheckpointTimestamp,
+		"step time": p.StepTime, "gpu utilization": p.GPUUtilization} {
 		if got == nil {
 			t.Errorf("%s not parsed", name)
 		}
 	}
 	if *p.Epoch != 4 || *p.Loss != 0.25 || *p.Accuracy != 0.91 || *p.CheckpointEpoch != 3 {
 		t.Errorf("values: epoch %v loss %v accuracy %v checkpoint %v", *p.Epoch, *p.Loss, *p.Accuracy, *p.CheckpointEpoch)
+	}
+	if p.StepTime != nil && p.GPUUtilization != nil && (*p.StepTime != 0.35 || *p.GPUUtilization != 87.5) {
+		t.Errorf("step time %v, GPU utilization %v", *p.StepTime, *p.GPUUtilization)
 	}
 
 	if _, err := progress.NewHTTPScraper().Scrape(context.Background(), srv.URL+"/nope"); err == nil || !strings.Contains(err.Error(), "404") {
@@ -108,7 +116,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, v := range []*float64{p.Epoch, p.TotalEpochs, p.Loss, p.Accuracy, p.Throughput, p.CheckpointEpoch, p.CheckpointTimestamp} {
+		for _, v := range []*float64{p.Epoch, p.TotalEpochs, p.Loss, p.Accuracy, p.Throughput, p.CheckpointEpoch, p.CheckpointTimestamp, p.StepTime, p.GPUUtilization} {
 			if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
 				t.Fatalf("non-finite value in %+v", p)
 			}

@@ -12,6 +12,8 @@
 //	probe predict URL N      N prediction POSTs to URL, each on a new connection
 //	                         (so kube-proxy picks an endpoint for each); print
 //	                         the answers counted by version, pod and code as JSON
+//	probe post URL BODY      one JSON POST of BODY to URL; print the status and
+//	                         the answer (exit 1 unless 200)
 package main
 
 import (
@@ -69,6 +71,19 @@ func main() {
 		fmt.Println("sleeping", d)
 		time.Sleep(d)
 		fmt.Println("slept", d)
+	case "post":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe post URL BODY"))
+		}
+		c := &http.Client{Timeout: 10 * time.Second}
+		resp, err := c.Post(arg, "application/json", strings.NewReader(os.Args[3]))
+		fail(err)
+		body, err := io.ReadAll(resp.Body)
+		fail(err)
+		fmt.Printf("status %d: %s", resp.StatusCode, body)
+		if resp.StatusCode != http.StatusOK {
+			os.Exit(1)
+		}
 	case "predict":
 		if len(os.Args) < 4 {
 			fail(fmt.Errorf("usage: probe predict URL N"))

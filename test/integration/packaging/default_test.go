@@ -25,6 +25,7 @@ import (
 var overlays = []string{
 	"config/default",
 	"config/overlays/monitoring",
+	"config/overlays/metrics-http",
 	"config/crd",
 	"config/rbac",
 	"config/manager",

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ml-operator/ml-operator/internal/realnode"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -30,6 +31,19 @@ func TestModelServerDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(dockerfile, `ENTRYPOINT ["/model-server"]`) {
 		t.Error(`model-server.Dockerfile's entrypoint is not ["/model-server"], the real node's image's`)
+	}
+}
+
+// TestStorageInitializerDockerfile: the same for `make
+// docker-build-storage-initializer`, with the user and entrypoint of the
+// real node's copy (internal/realnode.PushStorageInitializer).
+func TestStorageInitializerDockerfile(t *testing.T) {
+	dockerfile := checkDockerfile(t, "storage-initializer.Dockerfile", "./cmd/storage-initializer")
+	if !strings.Contains(dockerfile, "\nUSER "+storageinit.User+"\n") {
+		t.Errorf("storage-initializer.Dockerfile does not run as %s, the user of the real node's image", storageinit.User)
+	}
+	if !strings.Contains(dockerfile, `ENTRYPOINT ["/storage-initializer"]`) {
+		t.Error(`storage-initializer.Dockerfile's entrypoint is not ["/storage-initializer"], the real node's image's`)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ml-operator/ml-operator/internal/manager"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 )
 
 // parseManagerArgs parses a manager container's args with the manager's real
@@ -65,6 +66,11 @@ func checkManagerOptions(t *testing.T, c corev1.Container, opts *manager.Options
 		if img := opts.DefaultImages[fw]; img == "" || img != envValue(c, "RELATED_IMAGE_"+strings.ToUpper(fw)) {
 			t.Errorf("default %s image %q does not come from RELATED_IMAGE_%s", fw, img, strings.ToUpper(fw))
 		}
+	}
+	// The storage initializer's image is listed in relatedImages too, under
+	// the name the manager would default to and the real node builds.
+	if img := opts.StorageInitializerImage; img != envValue(c, "RELATED_IMAGE_STORAGE_INITIALIZER") || img != storageinit.DefaultImage {
+		t.Errorf("storage initializer image %q: want RELATED_IMAGE_STORAGE_INITIALIZER = %s", img, storageinit.DefaultImage)
 	}
 }
 

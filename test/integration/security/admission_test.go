@@ -18,6 +18,7 @@ import (
 	"github.com/ml-operator/ml-operator/controllers/modeldeployment"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
+	"github.com/ml-operator/ml-operator/internal/storageinit"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
@@ -65,10 +66,10 @@ func TestRestrictedNamespaceAdmitsTheOperatorsPods(t *testing.T) {
 	})
 
 	t.Run("model server pods", func(t *testing.T) {
-		md := testutil.ModelDeployment("sentiment", ns).Version("v1", 50, "s3://models/v1").Version("v2", 50, "hf://org/m2").Obj()
+		md := testutil.ModelDeployment("sentiment", ns).Version("v1", 50, "s3://models/v1").Version("v2", 50, "pvc://models/m2").Obj()
 		md.Spec.Storage = &mlv1.ModelStorageSpec{}
 		for _, v := range md.Spec.Versions {
-			d, err := modeldeployment.DesiredDeployment(md, v, nil, podsecurity.NewDefaults())
+			d, err := modeldeployment.DesiredDeployment(md, v, nil, podsecurity.NewDefaults(), storageinit.DefaultImage)
 			require.NoError(t, err)
 			pod := &corev1.Pod{ObjectMeta: *d.Spec.Template.ObjectMeta.DeepCopy(), Spec: *d.Spec.Template.Spec.DeepCopy()}
 			pod.Name, pod.Namespace = d.Name+"-pod", ns

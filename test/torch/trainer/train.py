@@ -8,6 +8,12 @@ It follows the operator's contract (docs/trainingjob.md):
   init_process_group. The backend is gloo without GPUs, nccl with them.
 * Hyperparameters: HYPERPARAM_<KEY> (epochs, learningRate, batchSize, and
   epochSeconds, an artificial per-epoch delay for demos and tests).
+* Flags: the operator's default launch command (docs/trainingjob.md, "The
+  default launch command") runs it as /app/train.py with --model=,
+  --dataset=, --<key>=<value> per hyperparameter and --checkpoint-dir=; a
+  flag wins over the variable of the same setting. The model and dataset
+  are only named in the log: the model is a linear regression on synthetic
+  data, whatever they say.
 * Checkpoints: every CHECKPOINT_FREQUENCY epochs rank 0 writes
   $CHECKPOINT_DIR/epoch-<N> (atomically) and keeps the last
   CHECKPOINT_KEEP_LAST. When RESUME_FROM_CHECKPOINT names a checkpoint, the
@@ -76,7 +82,27 @@ def serve_metrics(port):
     return gauges
 
 
+def parse_flags(argv):
+    """--name=value flags: model, dataset, checkpoint-dir, and the rest as
+    hyperparameters by their key as written (--learningRate=0.001)."""
+    settings, hyperparameters = {}, {}
+    for arg in argv:
+        if not arg.startswith("--") or "=" not in arg:
+            raise SystemExit(f"train.py: {arg!r} is not --name=value")
+        name, value = arg[2:].split("=", 1)
+        if name in ("model", "dataset", "checkpoint-dir"):
+            settings[name] = value
+        else:
+            hyperparameters[name.upper()] = value
+    return settings, hyperparameters
+
+
 def main():
+    settings, flags = parse_flags(sys.argv[1:])
+    for key, value in flags.items():
+        os.environ["HYPERPARAM_" + key] = value
+    if "checkpoint-dir" in settings:
+        os.environ["CHECKPOINT_DIR"] = settings["checkpoint-dir"]
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -89,6 +115,11 @@ def main():
     frequency = max(1, env_int("CHECKPOINT_FREQUENCY", 1))
     keep_last = max(1, env_int("CHECKPOINT_KEEP_LAST", 3))
     resume = os.environ.get("RESUME_FROM_CHECKPOINT", "")
+
+    if rank == 0:
+        print(f"rank 0: model {settings.get('model', os.environ.get('MODEL', ''))!r}, "
+              f"dataset {settings.get('dataset', os.environ.get('DATASET', ''))!r}, "
+              f"{epochs} epochs, checkpoints in {ckpt_dir!r}", flush=True)
 
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1, 1))

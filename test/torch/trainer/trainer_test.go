@@ -22,6 +22,7 @@ import (
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/test/testutil"
 	"github.com/ml-operator/ml-operator/test/torch/launcher"
 )
@@ -112,4 +113,55 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	assert.Equal(t, "epoch-5,epoch-6", strings.Join(names, ","))
+}
+
+// The trainer runs as the operator's default launch command starts it
+// (seed 000's launch: /app/train.py with --model, --dataset, the
+// hyperparameters and --checkpoint-dir as flags, under torchrun): it takes
+// every flag, trains the epochs the flags say and writes its checkpoints
+// where --checkpoint-dir says.
+func TestTrainerRunsTheDefaultLaunchCommand(t *testing.T) {
+	testutil.NeedTool(t, launcher.Torchrun, "python3-torch", testutil.TorchInstall)
+	ckptDir := t.TempDir()
+	ports := testutil.FreePorts(t, 2)
+	w := testutil.TrainingJob("seed", "default").Workers(1).GPUs(0).
+		Hyperparameter("epochs", 2).Hyperparameter("learningRate", 0.001).Hyperparameter("batchSize", 32)
+	w.Spec.Model, w.Spec.Dataset = "resnet50", "imagenet"
+	w.Spec.Networking.MasterPort = int32(ports[0])
+	w.Spec.Checkpoint.Path = ckptDir
+	w.Spec.Command, w.Spec.Args = nil, nil
+	job := w.Obj()
+
+	pod := trainingjob.DesiredWorkerPod(job, 0, 0, trainingjob.Config{DefaultCommands: manager.DefaultFrameworkCommands()})
+	command := pod.Spec.Containers[0].Command
+	require.Equal(t, []string{"torchrun", mlv1.DefaultTrainScript}, command[:2], "the default launch command")
+	require.Contains(t, command, "--checkpoint-dir="+ckptDir)
+
+	env, err := launcher.PodEnv(job, pod, t.TempDir())
+	require.NoError(t, err)
+	// CHECKPOINT_DIR and the hyperparameters come from the flags alone.
+	var kept []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, "CHECKPOINT_DIR=") && !strings.HasPrefix(e, "HYPERPARAM_") {
+			kept = append(kept, e)
+		}
+	}
+	script, err := filepath.Abs("train.py")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, launcher.Torchrun, append([]string{script}, command[2:]...)...)
+	cmd.Env = append(kept, "METRICS_PORT="+strconv.Itoa(ports[1]))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "trainer output:\n%s", out)
+	log := string(out)
+	assert.Contains(t, log, "rank 0: model 'resnet50', dataset 'imagenet', 2 epochs, checkpoints in '"+ckptDir+"'")
+	assert.Contains(t, log, "training complete epochs=2")
+	entries, err := os.ReadDir(ckptDir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, "epoch-1,epoch-2", strings.Join(names, ","))
 }

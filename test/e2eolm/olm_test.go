@@ -137,7 +137,11 @@ func testOLMRuns(t *testing.T) {
 	require.NoError(t, node.PushImage(ctx, spec))
 	require.NoError(t, node.GoImage(ctx, "./test/e2ereal/probe", ProbeImage))
 	require.NoError(t, node.PushModelServer(ctx, ModelServerImage))
-	t.Logf("catalog, probe and model server images built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
+	// 0.2.0's manager gives ModelDeployment versions whose modelPath is
+	// fetched a storage-initializer init container (its
+	// RELATED_IMAGE_STORAGE_INITIALIZER).
+	require.NoError(t, node.PushStorageInitializer(ctx))
+	t.Logf("catalog, probe, model server and storage initializer images built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
 }
 
 // testCatalogSource: OLM runs the catalog image as a registry pod and

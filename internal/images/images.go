@@ -304,9 +304,12 @@ func Push(ctx context.Context, addr, ref string, img v1.Image) error {
 
 // GoBinary builds the Go main package pkg (a path relative to dir, e.g.
 // ./cmd) as a static linux/amd64 binary at out. Go's build cache makes an
-// unchanged package cost only the check.
+// unchanged package cost only the check. The binary carries no version
+// control stamp (-buildvcs=false): it depends on the source alone, not on
+// the commit or on uncommitted files elsewhere, so the image digest a
+// bundle pins (make bundle) stays the digest of the same source's build.
 func GoBinary(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -383,10 +383,5 @@ func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error
 	if err := images.GoBinary(ctx, src, "./cmd", bin); err != nil {
 		return fmt.Errorf("the manager at %s: %w", commit, err)
 	}
-	return n.PushImage(ctx, images.Spec{
-		Ref:        ref,
-		Files:      []images.File{{Source: bin, Path: "/manager"}},
-		Entrypoint: []string{"/manager"},
-		User:       "65532:65532",
-	})
+	return n.PushImage(ctx, images.ManagerSpec(ref, bin))
 }

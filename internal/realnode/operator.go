@@ -97,14 +97,7 @@ func (n *Node) PushManagerImage(ctx context.Context, ref string) error {
 	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd", bin); err != nil {
 		return err
 	}
-	return n.PushImage(ctx, images.Spec{
-		Ref:        ref,
-		Files:      []images.File{{Source: bin, Path: "/manager"}},
-		Entrypoint: []string{"/manager"},
-		// The Dockerfile's distroless nonroot user: the Deployment says
-		// runAsNonRoot, which needs a numeric non-root user in the image.
-		User: "65532:65532",
-	})
+	return n.PushImage(ctx, images.ManagerSpec(ref, bin))
 }
 
 // OperatorDiagnostics describes the manager pods (state, last lines of

@@ -3,15 +3,20 @@
 package e2eolm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/stretchr/testify/assert"
@@ -21,8 +26,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ml-operator/ml-operator/internal/images"
 	"github.com/ml-operator/ml-operator/internal/localcluster"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
@@ -48,8 +55,9 @@ const (
 	ModelServerImage = "ghcr.io/ml-operator/model-server:e2eolm"
 )
 
-// Releases are the catalog's bundles: their manager images (the names
-// the CSVs give) and bundle images (the names the catalog gives).
+// Releases are the catalog's bundles: the names their manager and bundle
+// images are pushed under (tags; 0.2.0's catalog entry names the same
+// images by digest, which the suite checks the pushed images have).
 var Releases = []struct {
 	CSV, Catalog, Manager, Bundle, Commit string
 }{
@@ -142,6 +150,79 @@ func testOLMRuns(t *testing.T) {
 	// RELATED_IMAGE_STORAGE_INITIALIZER).
 	require.NoError(t, node.PushStorageInitializer(ctx))
 	t.Logf("catalog, probe, model server and storage initializer images built and pushed in %s", time.Since(began).Round(100*time.Millisecond))
+
+	// Every image of the project a catalog bundle names (0.2.0's by
+	// digest) is in the registry: the images built here are the ones the
+	// catalog pins.
+	for _, r := range Releases {
+		imgs, err := readCatalogImages(filepath.Join(repo, r.Catalog), r.CSV)
+		require.NoError(t, err)
+		for _, ref := range append([]string{imgs.Bundle}, slices.Sorted(maps.Values(imgs.Related))...) {
+			if !strings.HasPrefix(ref, "ghcr.io/ml-operator/") {
+				continue
+			}
+			lr, err := images.LocalRef(node.Registry, ref)
+			require.NoError(t, err)
+			_, err = remote.Head(lr, remote.WithContext(ctx))
+			require.NoError(t, err, "%s (%s) names %s, which is not the image built here: when it is a digest, bundle/ and the catalog head are stale (make bundle catalog-add, docs/install.md)", r.CSV, r.Catalog, ref)
+		}
+	}
+}
+
+// catalogImages are the images a catalog bundle names: its bundle image
+// and its relatedImages by name (manager, storage-initializer, ...).
+type catalogImages struct {
+	Bundle  string
+	Related map[string]string
+}
+
+// readCatalogImages reads the olm.bundle named name of a rendered catalog
+// file.
+func readCatalogImages(file, name string) (catalogImages, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return catalogImages{}, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var doc struct {
+			Schema        string `json:"schema"`
+			Name          string `json:"name"`
+			Image         string `json:"image"`
+			RelatedImages []struct {
+				Name  string `json:"name"`
+				Image string `json:"image"`
+			} `json:"relatedImages"`
+		}
+		if err := dec.Decode(&doc); err == io.EOF {
+			return catalogImages{}, fmt.Errorf("%s: no olm.bundle %s", file, name)
+		} else if err != nil {
+			return catalogImages{}, fmt.Errorf("%s: %w", file, err)
+		}
+		if doc.Schema != "olm.bundle" || doc.Name != name {
+			continue
+		}
+		out := catalogImages{Bundle: doc.Image, Related: map[string]string{}}
+		for _, ri := range doc.RelatedImages {
+			out.Related[ri.Name] = ri.Image
+		}
+		return out, nil
+	}
+}
+
+// managerImage is the manager image a release's catalog bundle names.
+func managerImage(t *testing.T, csv string) string {
+	t.Helper()
+	for _, r := range Releases {
+		if r.CSV == csv {
+			imgs, err := readCatalogImages(filepath.Join(repo, r.Catalog), r.CSV)
+			require.NoError(t, err)
+			require.NotEmpty(t, imgs.Related["manager"], "%s has no manager in relatedImages", r.Catalog)
+			return imgs.Related["manager"]
+		}
+	}
+	t.Fatalf("no release %s", csv)
+	return ""
 }
 
 // testCatalogSource: OLM runs the catalog image as a registry pod and

@@ -155,15 +155,16 @@ func testUpgrade(t *testing.T) {
 		return isNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: CSV010}, &operatorsv1alpha1.ClusterServiceVersion{}))
 	}), "the replaced CSV %s is still there", CSV010)
 	dep := &appsv1.Deployment{}
+	manager020 := managerImage(t, CSV020)
 	require.NoError(t, poll(3*time.Minute, func() bool {
 		if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: realnode.ManagerDeployment}, dep) != nil {
 			return false
 		}
 		s := dep.Status
-		return dep.Spec.Template.Spec.Containers[0].Image == Releases[1].Manager && s.ObservedGeneration == dep.Generation &&
+		return dep.Spec.Template.Spec.Containers[0].Image == manager020 && s.ObservedGeneration == dep.Generation &&
 			s.UpdatedReplicas == *dep.Spec.Replicas && s.AvailableReplicas == *dep.Spec.Replicas && s.Replicas == *dep.Spec.Replicas
 	}), "manager Deployment status %+v\n%s", dep.Status, node.OperatorDiagnostics(ctx))
-	t.Logf("%s replaced %s and the manager runs %s on all %d replicas, %s after approval", CSV020, CSV010, Releases[1].Manager, dep.Status.Replicas,
+	t.Logf("%s replaced %s and the manager runs %s on all %d replicas, %s after approval", CSV020, CSV010, manager020, dep.Status.Replicas,
 		time.Since(began).Round(100*time.Millisecond))
 	// The new manager has taken over: let it reconcile the work for a
 	// while under load.

@@ -254,6 +254,12 @@ func testUninstall(t *testing.T) {
 	// only v1, the stored version, can be read.
 	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work)
 	t.Logf("kubectl get trainingjobs.v1alpha1.ml.example.com old-style after the uninstall (err %v):\n%s", err, out)
+
+	// What else remains, for docs/install.md §4.
+	out, _ = kubectlIn("", "get", "all,serviceaccounts,secrets,configmaps,roles,rolebindings,operatorgroups,installplans,subscriptions,csv", "-n", ns)
+	t.Logf("after the uninstall, in %s:\n%s", ns, out)
+	out, _ = kubectlIn("", "get", "clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations,crds", "-l", "olm.owner.kind=ClusterServiceVersion")
+	t.Logf("after the uninstall, cluster objects OLM labelled for a CSV:\n%s", out)
 }
 
 // managerCan asks the API server whether the manager's service account may

@@ -43,6 +43,10 @@ const (
 	OLMNamespace = "olm"
 	// OLMManifestsPath is where OLM's module keeps its quickstart.
 	OLMManifestsPath = "deploy/upstream/quickstart"
+	// OLMConfigCRDPath is the OLMConfig CRD in OLM's module: the
+	// quickstart's crds.yaml lacks it, and the olm-operator watches
+	// OLMConfigs (without the CRD it logs a failed list every few seconds).
+	OLMConfigCRDPath = "deploy/chart/crds/0000_50_olm_00-olmconfigs.crd.yaml"
 )
 
 // OLMOptions say where OLM's binaries and manifests are.
@@ -85,8 +89,10 @@ func (n *Node) InstallOLM(ctx context.Context, o OLMOptions) error {
 
 	began = time.Now()
 	dir := filepath.Join(o.ModuleDir, OLMManifestsPath)
-	if err := n.applyFile(ctx, filepath.Join(dir, "crds.yaml")); err != nil {
-		return err
+	for _, f := range []string{filepath.Join(dir, "crds.yaml"), filepath.Join(o.ModuleDir, OLMConfigCRDPath)} {
+		if err := n.applyFile(ctx, f); err != nil {
+			return err
+		}
 	}
 	if err := n.waitCRDsEstablished(ctx, "operators.coreos.com"); err != nil {
 		return err
@@ -140,8 +146,13 @@ func OPMImageSpec(binDir string) images.Spec {
 //     and the community catalog is not reachable);
 //   - every container image becomes OLMImage (upstream pins a digest of
 //     its own build);
-//   - the catalog operator's -util-image is OLMImage and its -opmImage is
-//     OPMImage.
+//   - the catalog operator's --util-image is OLMImage and its --opmImage is
+//     OPMImage;
+//   - the catalog operator's single-dash flags (upstream writes
+//     `-namespace`) get two dashes: v0.38's catalog command parses its flags
+//     with pflag, which reads `-namespace` as the shorthands n, a, m, ... and
+//     exits ("unknown shorthand flag: 'n' in -namespace", found on the real
+//     node).
 func OLMQuickstart(data []byte) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
@@ -193,16 +204,18 @@ func adaptOLMDeployment(u *unstructured.Unstructured) (*unstructured.Unstructure
 		var args []string
 		for j := 0; j < len(c.Args); j++ {
 			a := strings.TrimSpace(c.Args[j])
+			if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(a) > 2 {
+				a = "-" + a
+			}
 			switch {
-			case a == "-util-image" || a == "--util-image":
+			case a == "--util-image":
 				j++ // its value follows
-			case strings.HasPrefix(a, "-util-image=") || strings.HasPrefix(a, "--util-image="),
-				strings.HasPrefix(a, "-opmImage") || strings.HasPrefix(a, "--opmImage"):
+			case strings.HasPrefix(a, "--util-image="), strings.HasPrefix(a, "--opmImage"):
 			default:
-				args = append(args, c.Args[j])
+				args = append(args, a)
 			}
 		}
-		c.Args = append(args, "-util-image="+OLMImage, "-opmImage="+OPMImage)
+		c.Args = append(args, "--util-image="+OLMImage, "--opmImage="+OPMImage)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(d)
 	if err != nil {

@@ -99,11 +99,13 @@ func TestOLMQuickstart(t *testing.T) {
 	}
 	catalog := container(objs[2])
 	// The util image's value (on its own line, with leading blanks, as
-	// upstream writes it) is replaced, and the opm image is named.
+	// upstream writes it) is replaced, the opm image is named, and every
+	// flag has two dashes (the catalog command's pflag reads `-namespace`
+	// as shorthands).
 	if d := cmp.Diff([]any{
-		"-namespace", "olm",
-		"-configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest",
-		"-util-image=" + OLMImage, "-opmImage=" + OPMImage,
+		"--namespace", "olm",
+		"--configmapServerImage=quay.io/operator-framework/configmap-operator-registry:latest",
+		"--util-image=" + OLMImage, "--opmImage=" + OPMImage,
 	}, catalog["args"]); d != "" {
 		t.Errorf("catalog-operator args (-want +got):\n%s", d)
 	}

@@ -429,11 +429,22 @@ func namespace(t *testing.T) string {
 	return ns.Name
 }
 
+// kubectl runs the repository's kubectl against the node and returns its
+// standard output only: the API server's warnings (v1alpha1 is
+// deprecated) go to standard error, and are not part of what was read
+// (found on the real node).
 func kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := kubectlIn("", args...)
-	require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), out)
-	return out
+	cmd := exec.Command(filepath.Join(repo, "bin", "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+node.Kubeconfig)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubectl %s: %s%s", strings.Join(args, " "), out, stderr.String())
+	if w := strings.TrimSpace(stderr.String()); w != "" {
+		t.Logf("kubectl %s: %s", strings.Join(args, " "), w)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // kubectlIn runs the repository's kubectl against the node with stdin;

@@ -2,7 +2,8 @@
 // (internal/modelserver): the image ghcr.io/ml-operator/model-server that a
 // ModelDeployment's pods run on the real node. It is configured by the
 // environment the operator sets (MODEL_NAME, MODEL_VERSION, MODEL_PATH,
-// FRAMEWORK) and, for tests, FAIL_RATE, CRASH_AFTER and MODEL_SERVER_ADMIN.
+// FRAMEWORK), DRAIN_DELAY (how long it keeps answering after SIGTERM, 5 s
+// by default) and, for tests, FAIL_RATE, CRASH_AFTER and MODEL_SERVER_ADMIN.
 package main
 
 import (

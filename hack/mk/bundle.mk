@@ -16,6 +16,18 @@ CATALOG_PACKAGE_DIR := $(CATALOG_DIR)/ml-operator
 # IMG split into repository and tag (a registry host may carry a :port).
 IMG_TAG = $(lastword $(subst :, ,$(IMG)))
 IMG_REPO = $(patsubst %:$(IMG_TAG),%,$(IMG))
+# The images the project builds are named by digest in the CSV and the
+# catalog (disconnected clusters mirror by digest): `make bundle` replaces
+# IMG and STORAGE_INITIALIZER_IMG by repository@digest, and `make
+# catalog-add` BUNDLE_IMG. The digests are those of the images as
+# internal/images builds them from this tree (hack/imagedigests), the
+# images the real node runs; docs/install.md, release procedure.
+# PIN_DIGESTS=0 keeps the tags (for images built another way, whose
+# digests are not these).
+PIN_DIGESTS ?= 1
+IMAGE_DIGESTS = go run ./hack/imagedigests
+# repo_of drops the tag of an image name.
+repo_of = $(patsubst %:$(lastword $(subst :, ,$(1))),%,$(1))
 
 # The overlay `make bundle` builds: config/manifests with the manager image
 # set to IMG, and RELATED_IMAGE_MANAGER (which generate bundle turns into the
@@ -62,7 +74,15 @@ bundle: manifests kustomize operator-sdk ## Generate and validate bundle/ and bu
 	$(shell mkdir -p $(OLM_NO_APIS) tmp/bundle-kustomize)
 	$(OPERATOR_SDK) generate kustomize manifests -q --interactive=false --apis-dir $(OLM_NO_APIS)
 	$(file >tmp/bundle-kustomize/kustomization.yaml,$(BUNDLE_KUSTOMIZATION))
-	$(KUSTOMIZE) build tmp/bundle-kustomize | $(OPERATOR_SDK) generate bundle $(BUNDLE_GEN_FLAGS)
+	@if [ "$(PIN_DIGESTS)" = 1 ]; then \
+		echo "digests of $(IMG) and $(STORAGE_INITIALIZER_IMG) as built from this tree (hack/imagedigests)"; \
+		$(IMAGE_DIGESTS) manager . > tmp/bundle-kustomize/manager.digest; \
+		$(IMAGE_DIGESTS) storage-initializer . > tmp/bundle-kustomize/storage-initializer.digest; \
+	fi
+	$(KUSTOMIZE) build tmp/bundle-kustomize \
+		$(if $(filter 1,$(PIN_DIGESTS)),| sed -e "s|$(IMG)|$(IMG_REPO)@$$(cat tmp/bundle-kustomize/manager.digest)|g" \
+			-e "s|$(STORAGE_INITIALIZER_IMG)|$(call repo_of,$(STORAGE_INITIALIZER_IMG))@$$(cat tmp/bundle-kustomize/storage-initializer.digest)|g") \
+		| $(OPERATOR_SDK) generate bundle $(BUNDLE_GEN_FLAGS)
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
 
 .PHONY: bundle-validate
@@ -75,6 +95,11 @@ catalog-add: opm ## Render bundle/ into the catalog as VERSION (image BUNDLE_IMG
 	$(OPM) render ./bundle --output yaml \
 		| sed -e 's|^image: ""|image: $(BUNDLE_IMG)|' > $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml
 	@grep -q '^image: $(BUNDLE_IMG)$$' $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml || { echo "image not set in rendered bundle"; exit 1; }
+	@if [ "$(PIN_DIGESTS)" = 1 ]; then \
+		digest=$$($(IMAGE_DIGESTS) bundle $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml ml-operator.v$(VERSION) bundle/metadata/annotations.yaml) && \
+		sed -i -e "s|^image: $(BUNDLE_IMG)$$|image: $(call repo_of,$(BUNDLE_IMG))@$$digest|" $(CATALOG_PACKAGE_DIR)/bundle-v$(VERSION).yaml && \
+		echo "bundle image pinned: $(call repo_of,$(BUNDLE_IMG))@$$digest"; \
+	fi
 
 .PHONY: catalog-validate
 catalog-validate: opm ## Validate the file-based catalog with opm.

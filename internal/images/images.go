@@ -45,6 +45,10 @@ type File struct {
 	Path string
 	// Mode is its permission bits (0o755 when zero).
 	Mode int64
+	// DirMode is the permission bits of the parent directories this file
+	// is the first to create (0o755 when zero): 0o770 for a directory a
+	// non-root user of group 0 writes, as opm's serve cache is.
+	DirMode int64 `json:",omitempty"`
 }
 
 // Spec describes an image: its name, its files and how it runs.
@@ -237,7 +241,11 @@ func filesTar(files []File) ([]byte, error) {
 				continue
 			}
 			dirs[d] = true
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: epoch}); err != nil {
+			dirMode := f.DirMode
+			if dirMode == 0 {
+				dirMode = 0o755
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: dirMode, ModTime: epoch}); err != nil {
 				return nil, err
 			}
 		}
@@ -296,9 +304,12 @@ func Push(ctx context.Context, addr, ref string, img v1.Image) error {
 
 // GoBinary builds the Go main package pkg (a path relative to dir, e.g.
 // ./cmd) as a static linux/amd64 binary at out. Go's build cache makes an
-// unchanged package cost only the check.
+// unchanged package cost only the check. The binary carries no version
+// control stamp (-buildvcs=false): it depends on the source alone, not on
+// the commit or on uncommitted files elsewhere, so the image digest a
+// bundle pins (make bundle) stays the digest of the same source's build.
 func GoBinary(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {

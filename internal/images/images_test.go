@@ -139,3 +139,31 @@ func TestGoBinaryIsStatic(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(b[:4]), "\x7fELF"))
 	require.NotContains(t, string(b), "/lib64/ld-linux")
 }
+
+// A file's DirMode is given to the parent directories it creates; the
+// directories other files created first keep theirs.
+func TestFilesTarDirMode(t *testing.T) {
+	dir := t.TempDir()
+	src := writeFile(t, dir, "f", "x")
+	data, err := filesTar([]File{
+		{Source: src, Path: "/configs/a.yaml", Mode: 0o644},
+		{Source: src, Path: "/tmp/cache/db/x", Mode: 0o660, DirMode: 0o770},
+		{Source: src, Path: "/configs/b/c.yaml", Mode: 0o644, DirMode: 0o700},
+	})
+	require.NoError(t, err)
+	modes := map[string]int64{}
+	tr := tar.NewReader(strings.NewReader(string(data)))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		modes[h.Name] = h.Mode
+	}
+	require.Equal(t, map[string]int64{
+		"configs/": 0o755, "configs/a.yaml": 0o644,
+		"tmp/": 0o770, "tmp/cache/": 0o770, "tmp/cache/db/": 0o770, "tmp/cache/db/x": 0o660,
+		"configs/b/": 0o700, "configs/b/c.yaml": 0o644,
+	}, modes)
+}

@@ -61,7 +61,18 @@ type Config struct {
 	CrashAfter time.Duration
 	// Admin enables the /admin endpoints.
 	Admin bool
+	// DrainDelay is how long the server keeps answering after SIGTERM
+	// before it stops listening (DRAIN_DELAY, else DefaultDrainDelay):
+	// the time the pod's Services need to drop it from their endpoints.
+	DrainDelay time.Duration
 }
+
+// DefaultDrainDelay is the drain delay when DRAIN_DELAY is not set: a pod
+// told to stop is still sent new connections until every node's
+// kube-proxy has seen it leave the endpoints (a second or two); the
+// default termination grace period (30 s) covers it and the 10 s of
+// graceful shutdown.
+const DefaultDrainDelay = 5 * time.Second
 
 // ConfigFromEnv reads a Config from the environment getenv looks up.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -71,6 +82,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ModelPath:    getenv("MODEL_PATH"),
 		Framework:    getenv("FRAMEWORK"),
 		Addr:         DefaultAddr,
+		DrainDelay:   DefaultDrainDelay,
 	}
 	var errs []error
 	if c.ModelName == "" {
@@ -96,6 +108,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("CRASH_AFTER %q is not a positive duration (e.g. 30s)", v))
 		}
 		c.CrashAfter = d
+	}
+	if v := getenv("DRAIN_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("DRAIN_DELAY %q is not a duration of zero or more (e.g. 5s)", v))
+		}
+		c.DrainDelay = d
 	}
 	if v := getenv("MODEL_SERVER_ADMIN"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -408,8 +427,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// Run loads the model, serves until ctx ends, then shuts down gracefully
-// (in-flight requests finish, within 10 s). A model that cannot be loaded
+// Run loads the model, serves until ctx ends, keeps serving for
+// cfg.DrainDelay (new connections still arrive until the endpoints drop the
+// pod: a rollout of the model servers loses no request), then shuts down
+// gracefully (in-flight requests finish, within 10 s). A model that cannot be loaded
 // is an error before anything listens: the pod then crash-loops, which is
 // what the operator's health checks must see.
 func Run(ctx context.Context, cfg Config, logf func(format string, args ...any)) error {
@@ -431,6 +452,14 @@ func Run(ctx context.Context, cfg Config, logf func(format string, args ...any))
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	}
+	if cfg.DrainDelay > 0 {
+		logf("draining: still serving for %s while the pod leaves its Services' endpoints", cfg.DrainDelay)
+		select {
+		case err := <-served:
+			return err
+		case <-time.After(cfg.DrainDelay):
+		}
 	}
 	logf("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,22 +27,23 @@ func TestConfigFromEnv(t *testing.T) {
 		"MODEL_NAME": "fraud", "MODEL_VERSION": "v2", "MODEL_PATH": "/etc/model-config/model.json", "FRAMEWORK": "sklearn",
 	}))
 	require.NoError(t, err)
-	require.Equal(t, Config{ModelName: "fraud", ModelVersion: "v2", ModelPath: "/etc/model-config/model.json", Framework: "sklearn", Addr: DefaultAddr}, c)
+	require.Equal(t, Config{ModelName: "fraud", ModelVersion: "v2", ModelPath: "/etc/model-config/model.json", Framework: "sklearn", Addr: DefaultAddr, DrainDelay: DefaultDrainDelay}, c)
 
 	c, err = ConfigFromEnv(env(map[string]string{
-		"MODEL_NAME": "fraud", "PORT": "9000", "FAIL_RATE": "0.25", "CRASH_AFTER": "30s", "MODEL_SERVER_ADMIN": "true",
+		"MODEL_NAME": "fraud", "PORT": "9000", "FAIL_RATE": "0.25", "CRASH_AFTER": "30s", "MODEL_SERVER_ADMIN": "true", "DRAIN_DELAY": "0s",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, ":9000", c.Addr)
 	require.Equal(t, 0.25, c.FailRate)
 	require.Equal(t, 30*time.Second, c.CrashAfter)
 	require.True(t, c.Admin)
+	require.Zero(t, c.DrainDelay)
 
 	_, err = ConfigFromEnv(env(map[string]string{
-		"PORT": "http", "FAIL_RATE": "2", "CRASH_AFTER": "-1s", "MODEL_SERVER_ADMIN": "sometimes",
+		"PORT": "http", "FAIL_RATE": "2", "CRASH_AFTER": "-1s", "MODEL_SERVER_ADMIN": "sometimes", "DRAIN_DELAY": "-5s",
 	}))
 	require.Error(t, err)
-	for _, want := range []string{"MODEL_NAME", "PORT", "FAIL_RATE", "CRASH_AFTER", "MODEL_SERVER_ADMIN"} {
+	for _, want := range []string{"MODEL_NAME", "PORT", "FAIL_RATE", "CRASH_AFTER", "MODEL_SERVER_ADMIN", "DRAIN_DELAY"} {
 		require.Contains(t, err.Error(), want)
 	}
 }
@@ -292,6 +294,39 @@ func hostJSON(t *testing.T) string {
 	require.NoError(t, err)
 	b, _ := json.Marshal(h)
 	return string(bytes.TrimSpace(b))
+}
+
+// TestRunKeepsServingWhileDraining: told to stop, the server still answers
+// new connections during its drain delay, then stops listening.
+func TestRunKeepsServingWhileDraining(t *testing.T) {
+	p := writeModel(t, `{"weights":[2],"bias":1}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	listening, draining := make(chan string, 1), make(chan struct{})
+	logf := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if i := strings.LastIndex(msg, " on "); i >= 0 && strings.HasPrefix(msg, "serving") {
+			listening <- msg[i+len(" on "):]
+		}
+		if strings.HasPrefix(msg, "draining") {
+			close(draining)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{ModelName: "m", ModelVersion: "v3", ModelPath: p, Addr: "127.0.0.1:0", DrainDelay: 3 * time.Second}, logf)
+	}()
+	addr := <-listening
+	cancel()
+	select {
+	case <-draining:
+	case err := <-done:
+		t.Fatalf("Run returned without draining: %v", err)
+	}
+	code, body := post(t, "http://"+addr+PredictPath("m"), `{"instances":[[2]]}`)
+	require.Equal(t, http.StatusOK, code, "a prediction while draining: %s", body)
+	require.NoError(t, <-done)
+	_, err := net.Dial("tcp", addr)
+	require.Error(t, err, "still listening after the drain")
 }
 
 func TestRunRefusesAModelItCannotLoad(t *testing.T) {

@@ -51,10 +51,5 @@ func (n *Node) PushStorageInitializer(ctx context.Context) error {
 	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd/storage-initializer", bin); err != nil {
 		return err
 	}
-	return n.PushImage(ctx, images.Spec{
-		Ref:        storageinit.DefaultImage,
-		Files:      []images.File{{Source: bin, Path: "/storage-initializer"}},
-		Entrypoint: []string{"/storage-initializer"},
-		User:       storageinit.User,
-	})
+	return n.PushImage(ctx, images.StorageInitializerSpec(storageinit.DefaultImage, bin))
 }

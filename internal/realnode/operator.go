@@ -39,18 +39,7 @@ const (
 // Available; done closes when cert-manager has stopped after ctx ended.
 func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err error) {
 	began := time.Now()
-	bin := filepath.Join(n.opts.CacheDir, "bin", "manager")
-	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd", bin); err != nil {
-		return nil, err
-	}
-	if err := n.PushImage(ctx, images.Spec{
-		Ref:        ManagerImage,
-		Files:      []images.File{{Source: bin, Path: "/manager"}},
-		Entrypoint: []string{"/manager"},
-		// The Dockerfile's distroless nonroot user: the Deployment says
-		// runAsNonRoot, which needs a numeric non-root user in the image.
-		User: "65532:65532",
-	}); err != nil {
+	if err := n.PushManagerImage(ctx, ManagerImage); err != nil {
 		return nil, err
 	}
 	n.logf("Manager image %s built and pushed (%s)", ManagerImage, time.Since(began).Round(100*time.Millisecond))
@@ -99,6 +88,16 @@ func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err er
 	}
 	n.logf("Operator deployed and Available (%s)", time.Since(began).Round(100*time.Millisecond))
 	return done, nil
+}
+
+// PushManagerImage builds the manager from ./cmd into an image named ref
+// and pushes it.
+func (n *Node) PushManagerImage(ctx context.Context, ref string) error {
+	bin := filepath.Join(n.opts.CacheDir, "bin", "manager")
+	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd", bin); err != nil {
+		return err
+	}
+	return n.PushImage(ctx, images.ManagerSpec(ref, bin))
 }
 
 // OperatorDiagnostics describes the manager pods (state, last lines of

@@ -7,6 +7,8 @@
 //	probe get URL            HTTP GET URL; print the body (exit 1 when it fails)
 //	probe dial HOST:PORT     TCP connect; print "connected" or the error (exit 1)
 //	probe files PORT DIR     serve the files of DIR over HTTP (a model store)
+//	probe sleep DURATION     print, sleep DURATION, print and exit 0 (a worker
+//	                         that runs a known time)
 //	probe predict URL N      N prediction POSTs to URL, each on a new connection
 //	                         (so kube-proxy picks an endpoint for each); print
 //	                         the answers counted by version, pod and code as JSON
@@ -63,6 +65,12 @@ func main() {
 			fail(fmt.Errorf("usage: probe files PORT DIR"))
 		}
 		fail(http.ListenAndServe(":"+arg, http.FileServer(http.Dir(os.Args[3]))))
+	case "sleep":
+		d, err := time.ParseDuration(arg)
+		fail(err)
+		fmt.Println("sleeping", d)
+		time.Sleep(d)
+		fmt.Println("slept", d)
 	case "post":
 		if len(os.Args) < 4 {
 			fail(fmt.Errorf("usage: probe post URL BODY"))

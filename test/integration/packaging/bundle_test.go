@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -232,8 +233,10 @@ func TestCSVRelatedImages(t *testing.T) {
 	if csv.Annotations["containerImage"] != container.Image {
 		t.Errorf("containerImage annotation %q differs from the Deployment's image %q", csv.Annotations["containerImage"], container.Image)
 	}
-	if !strings.HasSuffix(container.Image, ":v"+csv.Spec.Version.String()) {
-		t.Errorf("manager image %q is not tagged with the bundle version %s", container.Image, csv.Spec.Version)
+	// By digest (TestProjectImagesArePinnedByDigest checks every image
+	// the project builds).
+	if !regexp.MustCompile(`^ghcr\.io/ml-operator/ml-operator@sha256:[0-9a-f]{64}$`).MatchString(container.Image) {
+		t.Errorf("manager image %q is not the project's manager repository by digest", container.Image)
 	}
 	for _, fw := range []string{"pytorch", "tensorflow", "xgboost", "jax"} {
 		if images[fw] == "" {

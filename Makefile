@@ -40,7 +40,9 @@ K8S_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/ve
 	-X $(p).gitVersion=v$(K8S_VERSION) -X $(p).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) -X $(p).gitTreeState=clean)
 
-GO_TEST_FLAGS ?=
+# Each test binary gets 30 minutes instead of go test's 10: the real-torch
+# trainer package comes close to 10 at a load average of 20.
+GO_TEST_FLAGS ?= -timeout 30m
 
 # Tool builds print one line each (hack/build-tool.sh) and log the rest here.
 export TOOL_LOG_DIR := $(LOCALBIN)/.logs

@@ -5,7 +5,6 @@
 package trainer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -28,24 +27,6 @@ import (
 	"github.com/ml-operator/ml-operator/test/torch/launcher"
 )
 
-// start runs train.py under torchrun with the env of the given pod, in its
-// own process group so the test can kill torchrun and its worker together.
-func start(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, attempt int32, metricsPort int) (*exec.Cmd, *bytes.Buffer) {
-	t.Helper()
-	pod := trainingjob.DesiredWorkerPod(job, 0, attempt, trainingjob.Config{})
-	env, err := launcher.PodEnv(job, pod, t.TempDir())
-	require.NoError(t, err)
-	script, err := filepath.Abs("train.py")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, launcher.Torchrun, script)
-	cmd.Env = append(env, "METRICS_PORT="+strconv.Itoa(metricsPort))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	return cmd, out
-}
-
 // The trainer, killed mid-training, continues from its last checkpoint when
 // restarted with the env the operator sets on the next attempt.
 func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
@@ -65,7 +46,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	// Attempt 0: read progress the way the operator does until a checkpoint
 	// exists, then kill the trainer mid-epoch.
 	port := ports[1]
-	cmd, out := start(t, ctx, job, 0, port)
+	cmd, out := launcher.StartRank0(t, ctx, "train.py", job, 0, port)
 	scraper := progress.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	// Generous: importing torch alone can take a minute on a loaded 2-core machine.
@@ -98,7 +79,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	}
 	require.Equal(t, job.Status.LastCheckpoint.Path, resume)
 
-	cmd, out = start(t, ctx, job, 1, ports[3])
+	cmd, out = launcher.StartRank0(t, ctx, "train.py", job, 1, ports[3])
 	require.NoError(t, cmd.Wait(), "resumed trainer failed:\n%s", out.String())
 	log := out.String()
 	assert.Contains(t, log, fmt.Sprintf("resumed from checkpoint epoch-%d at step %d (epoch %d, written by attempt 0)", saved, 16*saved, saved))

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -28,24 +27,6 @@ import (
 	"github.com/ml-operator/ml-operator/test/testutil"
 	"github.com/ml-operator/ml-operator/test/torch/launcher"
 )
-
-// start runs ../train.py under torchrun with the env of the job's rank-0
-// pod of the attempt, in its own process group.
-func start(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, attempt int32, metricsPort int) (*exec.Cmd, *bytes.Buffer) {
-	t.Helper()
-	pod := trainingjob.DesiredWorkerPod(job, 0, attempt, trainingjob.Config{})
-	env, err := launcher.PodEnv(job, pod, t.TempDir())
-	require.NoError(t, err)
-	script, err := filepath.Abs("../train.py")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, launcher.Torchrun, script)
-	cmd.Env = append(env, "METRICS_PORT="+strconv.Itoa(metricsPort))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	return cmd, out
-}
 
 // alive reports a process that exists and has not exited (a zombie has).
 func alive(pid int) bool {
@@ -99,7 +80,7 @@ func TestTrainerSavesAtSIGTERMAndResumesFromThatStep(t *testing.T) {
 
 	// Attempt 0 runs until the operator has seen epoch 1's checkpoint and
 	// rank 0 is a few steps into epoch 2 (16 steps an epoch).
-	cmd, out := start(t, ctx, job, 0, ports[1])
+	cmd, out := launcher.StartRank0(t, ctx, "../train.py", job, 0, ports[1])
 	scrapeUntil(t, ctx, job, ports[1], out, "epoch 1's checkpoint and step 20", func(p progress.Report) bool {
 		return job.Status.LastCheckpoint != nil && p.Step != nil && *p.Step >= 20
 	})
@@ -135,7 +116,7 @@ func TestTrainerSavesAtSIGTERMAndResumesFromThatStep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, env, "RESUME_FROM_CHECKPOINT="+filepath.Join(ckptDir, "epoch-1"))
 	assert.Contains(t, env, "CHECKPOINT_ATTEMPT=1")
-	cmd, out = start(t, ctx, job, 1, ports[3])
+	cmd, out = launcher.StartRank0(t, ctx, "../train.py", job, 1, ports[3])
 	scrapeUntil(t, ctx, job, ports[3], out, "the checkpoint in use", func(progress.Report) bool {
 		return job.Status.LastCheckpoint.Step != nil
 	})
@@ -169,7 +150,7 @@ func TestTrainerHangIsSeenAsAStall(t *testing.T) {
 	job := w.Obj()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd, out := start(t, ctx, job, 0, ports[1])
+	cmd, out := launcher.StartRank0(t, ctx, "../train.py", job, 0, ports[1])
 	defer func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }()
 
 	// A short timeout: the bounds (30s..24h) are the API's; the watch is

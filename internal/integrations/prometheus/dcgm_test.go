@@ -2,13 +2,10 @@ package prometheus_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/assert"
@@ -27,12 +24,7 @@ import (
 // pod (the exporter's) are added.
 func loadExporterScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.Time, honorLabels bool) {
 	t.Helper()
-	f, err := os.Open(file)
-	require.NoError(t, err)
-	defer f.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(f)
-	require.NoError(t, err, file)
+	families := readScrape(t, file)
 	app := st.Appender(context.Background())
 	for name, mf := range families {
 		for _, m := range mf.GetMetric() {

@@ -41,9 +41,8 @@ var presetWant = map[string]prometheus.VersionMetrics{
 	"kserve": {RequestsPerSecond: 10, AverageLatencyMs: 20, HasLatency: true},
 }
 
-// loadScrape appends one recorded scrape to the storage at ts, with the
-// namespace and pod labels Prometheus' Kubernetes pod scrape config adds.
-func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.Time, namespace, pod string) {
+// readScrape parses a recorded scrape in Prometheus' text format.
+func readScrape(t *testing.T, file string) map[string]*dto.MetricFamily {
 	t.Helper()
 	f, err := os.Open(file)
 	require.NoError(t, err)
@@ -51,6 +50,14 @@ func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(f)
 	require.NoError(t, err, file)
+	return families
+}
+
+// loadScrape appends one recorded scrape to the storage at ts, with the
+// namespace and pod labels Prometheus' Kubernetes pod scrape config adds.
+func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.Time, namespace, pod string) {
+	t.Helper()
+	families := readScrape(t, file)
 	app := st.Appender(context.Background())
 	add := func(name string, m *dto.Metric, v float64, extra ...string) {
 		b := labels.NewBuilder(labels.EmptyLabels())

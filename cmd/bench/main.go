@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -50,6 +51,9 @@ func run() (err error) {
 	flag.IntVar(&cfg.LatencySamples, "latency-samples", 20, "Samples per latency measurement.")
 	flag.IntVar(&cfg.CostJobs, "cost-jobs", 10, "Jobs the API cost per job is averaged over.")
 	flag.StringVar(&memory, "memory-pods", "0,1000,4000", "Worker-pod counts at which the manager's memory is read.")
+	flag.IntVar(&cfg.SteadyPods, "steady-pods", 4000, "Worker pods the memory scenario holds for the steady run (with --steady).")
+	flag.DurationVar(&cfg.SteadyDuration, "steady", 0, "How long the steady run holds --steady-pods worker pods, reading the manager's memory every --steady-interval (0: no steady run).")
+	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", time.Minute, "Time between the steady run's memory readings.")
 	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
@@ -122,14 +126,37 @@ func run() (err error) {
 	defer env.Stop()
 	fmt.Fprintf(os.Stderr, "Cluster ready: %d simulated nodes; manager pid %d, metrics %s\n", len(env.Nodes), env.ManagerPID, env.MetricsURL)
 
+	// A long memory run writes what it has measured as it goes, marked
+	// incomplete, so stopping it keeps the readings.
+	checkpointed := false
+	if out != "" {
+		cfg.Checkpoint = func(res *bench.Result) {
+			res.Incomplete = "checkpoint of a run still going"
+			res.Finished = time.Now().UTC()
+			if path, err := res.Save(out); err != nil {
+				fmt.Fprintf(os.Stderr, "checkpoint: %v\n", err)
+			} else if !checkpointed {
+				fmt.Fprintf(os.Stderr, "Checkpoints of the raw samples: %s\n", path)
+			}
+			checkpointed = true
+		}
+	}
 	res, err := bench.Run(ctx, env, cfg, os.Stderr)
 	if res != nil {
 		res.PrintTable(os.Stdout)
 	}
 	if err != nil {
+		if checkpointed && res != nil {
+			res.Incomplete = "stopped: " + err.Error()
+			res.Finished = time.Now().UTC()
+			if path, serr := res.Save(out); serr == nil {
+				fmt.Printf("\nRaw samples so far (incomplete): %s\n", path)
+			}
+		}
 		return fmt.Errorf("%w (manager log: %s)", err, filepath.Join(workdir, "manager.log"))
 	}
 	if out != "" {
+		res.Incomplete = ""
 		path, err := res.Save(out)
 		if err != nil {
 			return err

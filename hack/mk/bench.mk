@@ -52,8 +52,25 @@ bench-gang: cluster-tools build ## Bind time of a BENCH_GANG_RANKS-rank gang, na
 		--gang-ranks $(BENCH_GANG_RANKS) --repeats $(BENCH_REPEATS) --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
 		--memory-pods "" --restart-ranks "" --skip burst,latency,cost,memory,restart $(BENCH_FLAGS)
 
+# make bench-memory: the manager's memory at BENCH_MEMORY_LEVELS worker pods,
+# in one run on one cluster, and on the way up a steady run that holds
+# BENCH_STEADY_PODS pods for BENCH_STEADY, reading memory every
+# BENCH_STEADY_INTERVAL (issue 24, item 2). Only the memory scenario runs;
+# the raw samples are written as they are read (bench/results/<date>.json,
+# marked incomplete until the run ends).
+BENCH_MEMORY_LEVELS ?= 0,1000,4000,10000
+BENCH_STEADY_PODS ?= 4000
+BENCH_STEADY ?= 30m
+BENCH_STEADY_INTERVAL ?= 1m
+.PHONY: bench-memory
+bench-memory: cluster-tools build ## The manager's memory at 0, 1,000, 4,000 and 10,000 worker pods, and a 30-minute steady run at 4,000 (BENCH_MEMORY_LEVELS, BENCH_STEADY_PODS, BENCH_STEADY).
+	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --jobs 0 --ranks $(BENCH_RANKS) --repeats 1 \
+		--latency-samples 0 --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
+		--memory-pods $(BENCH_MEMORY_LEVELS) --steady-pods $(BENCH_STEADY_PODS) --steady $(BENCH_STEADY) \
+		--steady-interval $(BENCH_STEADY_INTERVAL) --restart-ranks "" --skip burst,latency,cost,restart,peer $(BENCH_FLAGS)
+
 .PHONY: bench-smoke
 bench-smoke: cluster-tools build ## A small benchmark (20 x 4, once) that only checks the harness works; writes no results file.
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --out "" \
 		--jobs 20 --ranks 4 --repeats 1 --latency-samples 5 --cost-jobs 3 \
-		--memory-pods 0,80 --restart-ranks 4 $(BENCH_FLAGS)
+		--memory-pods 0,80 --steady-pods 80 --steady 10s --steady-interval 5s --restart-ranks 4 $(BENCH_FLAGS)

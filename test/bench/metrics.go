@@ -63,6 +63,11 @@ type Memory struct {
 	// go_memstats_sys_bytes (everything the Go runtime got from the OS).
 	HeapInuseBytes int64 `json:"heapInuseBytes,omitempty"`
 	GoSysBytes     int64 `json:"goSysBytes,omitempty"`
+	// NextGCBytes is go_memstats_next_gc_bytes, the heap size at which the
+	// next collection starts: the live heap the last collection left, times
+	// 1 + GOGC/100. Unlike the allocated heap it does not saw up and down
+	// between collections, so it shows whether the live heap grows.
+	NextGCBytes int64 `json:"nextGCBytes,omitempty"`
 }
 
 // ManagerMemory reads VmRSS, RssAnon and RssFile from /proc and the Go
@@ -88,6 +93,7 @@ func (e *Env) ManagerMemory(ctx context.Context) (Memory, error) {
 		HeapBytes:      int64(heap.Metric[0].GetGauge().GetValue()),
 		HeapInuseBytes: int64(gauge(mf, "go_memstats_heap_inuse_bytes")),
 		GoSysBytes:     int64(gauge(mf, "go_memstats_sys_bytes")),
+		NextGCBytes:    int64(gauge(mf, "go_memstats_next_gc_bytes")),
 	}, nil
 }
 

@@ -43,8 +43,15 @@ type Result struct {
 	GangBind      []GangBindRun             `json:"gangBind,omitempty"`
 	// Peer is Kubeflow's training-operator under the same burst.
 	Peer *PeerRun `json:"peer,omitempty"`
+	// Steady is the manager's memory over time at a constant number of
+	// worker pods (the memory scenario's steady run).
+	Steady *SteadyRun `json:"steady,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
+	// Incomplete says why the run had not finished when this was written:
+	// a checkpoint of a run still going, or the error that stopped it.
+	// Empty for a finished run.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -156,6 +163,71 @@ type CostRow struct {
 type MemoryLevel struct {
 	Pods     int      `json:"pods"`
 	Readings []Memory `json:"readings"`
+	// LoadAverage is the machine's 1-minute load average after the readings.
+	LoadAverage float64 `json:"loadAverage1m,omitempty"`
+}
+
+// SteadyRun is the manager's memory read at intervals while the number of
+// worker pods stays the same.
+type SteadyRun struct {
+	Pods            int            `json:"pods"`
+	DurationSeconds float64        `json:"durationSeconds"`
+	IntervalSeconds float64        `json:"intervalSeconds"`
+	Samples         []SteadySample `json:"samples"`
+	// The least-squares slopes over the samples, in bytes per minute, of
+	// the Go heap allocated, the next collection's goal (the live heap's
+	// proxy) and the anonymous RSS. A flat heap has slopes near 0 against
+	// the sawtooth between collections.
+	HeapAllocSlope float64 `json:"heapAllocBytesPerMinute"`
+	NextGCSlope    float64 `json:"nextGCBytesPerMinute"`
+	RSSAnonSlope   float64 `json:"rssAnonBytesPerMinute"`
+}
+
+// SteadySample is one reading of the steady run.
+type SteadySample struct {
+	// Seconds since the steady run's first reading.
+	Seconds float64 `json:"seconds"`
+	Memory
+	LoadAverage float64 `json:"loadAverage1m"`
+	// Pods and RunningJobs are what the benchmark's watch saw in the
+	// namespace at the reading.
+	Pods        int `json:"pods"`
+	RunningJobs int `json:"runningJobs"`
+}
+
+// fit sets the slopes from the samples.
+func (s *SteadyRun) fit() {
+	var mins, heap, next, anon []float64
+	for _, x := range s.Samples {
+		mins = append(mins, x.Seconds/60)
+		heap = append(heap, float64(x.HeapBytes))
+		next = append(next, float64(x.NextGCBytes))
+		anon = append(anon, float64(x.RSSAnonBytes))
+	}
+	s.HeapAllocSlope, s.NextGCSlope, s.RSSAnonSlope = slope(mins, heap), slope(mins, next), slope(mins, anon)
+}
+
+// slope is the least-squares slope of ys over xs (0 with fewer than two
+// distinct xs).
+func slope(xs, ys []float64) float64 {
+	n := float64(len(xs))
+	if len(xs) < 2 || len(xs) != len(ys) {
+		return 0
+	}
+	var sx, sy float64
+	for i := range xs {
+		sx, sy = sx+xs[i], sy+ys[i]
+	}
+	mx, my := sx/n, sy/n
+	var sxy, sxx float64
+	for i := range xs {
+		sxy += (xs[i] - mx) * (ys[i] - my)
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+	}
+	if sxx == 0 {
+		return 0
+	}
+	return sxy / sxx
 }
 
 // RestartRun is the gang restart time at one size, in seconds.
@@ -339,7 +411,7 @@ func (r *Result) PrintTable(w io.Writer) {
 			rss, heap = append(rss, float64(x.RSSBytes)/1e6), append(heap, float64(x.HeapBytes)/1e6)
 			anon = append(anon, float64(x.RSSAnonBytes))
 		}
-		fmt.Fprintf(tw, "manager memory at %d worker pods\tRSS / Go heap\t%s / %s\n", m.Pods,
+		fmt.Fprintf(tw, "manager memory at %d worker pods (load %.1f)\tRSS / Go heap\t%s / %s\n", m.Pods, m.LoadAverage,
 			spread(Summarize(rss), "MB", 1), spread(Summarize(heap), "MB", 1))
 		if x := m.Readings[len(m.Readings)-1]; x.RSSAnonBytes > 0 {
 			fmt.Fprintf(tw, "\tlast reading: RSS anon / file; Go heap in use / Go sys\t%.1f / %.1f MB; %.1f / %.1f MB\n",
@@ -350,6 +422,21 @@ func (r *Result) PrintTable(w io.Writer) {
 		} else if idleAnon > 0 && a > 0 {
 			fmt.Fprintf(tw, "\tanonymous RSS per worker pod (median, against 0 pods)\t%.1f KB\n", (a-idleAnon)/float64(m.Pods)/1e3)
 		}
+	}
+	if s := r.Steady; s != nil && len(s.Samples) > 0 {
+		first, last := s.Samples[0], s.Samples[len(s.Samples)-1]
+		var loads []float64
+		for _, x := range s.Samples {
+			loads = append(loads, x.LoadAverage)
+		}
+		l := Summarize(loads)
+		fmt.Fprintf(tw, "steady run at %d worker pods (%.0f min, %d readings every %.0f s, load %.1f – %.1f)\tGo heap allocated: first -> last; slope\t%.1f -> %.1f MB; %+.1f KB/min\n",
+			s.Pods, last.Seconds/60, len(s.Samples), s.IntervalSeconds, l.Min, l.Max,
+			float64(first.HeapBytes)/1e6, float64(last.HeapBytes)/1e6, s.HeapAllocSlope/1e3)
+		fmt.Fprintf(tw, "\tnext GC goal (2 x the live heap): first -> last; slope\t%.1f -> %.1f MB; %+.1f KB/min\n",
+			float64(first.NextGCBytes)/1e6, float64(last.NextGCBytes)/1e6, s.NextGCSlope/1e3)
+		fmt.Fprintf(tw, "\tRSS anon: first -> last; slope\t%.1f -> %.1f MB; %+.1f KB/min\n",
+			float64(first.RSSAnonBytes)/1e6, float64(last.RSSAnonBytes)/1e6, s.RSSAnonSlope/1e3)
 	}
 	if p := r.Peer; p != nil {
 		fmt.Fprintf(tw, "peer: Kubeflow training-operator %s, %d PyTorchJobs x %d (same QPS/burst)\tall pods created\t%.2f s\n", p.Version, c.Jobs, c.Ranks, p.PodsSeconds)

@@ -48,6 +48,14 @@ type Config struct {
 	CostJobs int
 	// MemoryPods are the worker-pod counts the manager's memory is read at.
 	MemoryPods []int
+	// SteadyPods, SteadyDuration and SteadyInterval shape the steady run:
+	// once the memory scenario has grown to SteadyPods worker pods it holds
+	// them for SteadyDuration and reads the manager's memory every
+	// SteadyInterval, before it grows to the next level (a SteadyDuration
+	// of 0: no steady run).
+	SteadyPods     int
+	SteadyDuration time.Duration
+	SteadyInterval time.Duration
 	// RestartRanks are the gang sizes the restart time is measured at.
 	RestartRanks []int
 	// GangRanks are the gang sizes the bind time is measured at, native
@@ -58,6 +66,10 @@ type Config struct {
 	// Peer is Kubeflow's training-operator, for the same burst (peer.go);
 	// an empty Binary skips it.
 	Peer PeerConfig
+	// Checkpoint, when set, is called with the result so far after each
+	// memory level and each steady-run sample, so a long run that is
+	// stopped keeps what it measured.
+	Checkpoint func(*Result) `json:"-"`
 }
 
 // Pods is the most worker pods any scenario holds at once, with room for
@@ -66,6 +78,9 @@ func (c Config) Pods() int {
 	n := c.Jobs * c.Ranks
 	for _, m := range c.MemoryPods {
 		n = max(n, m)
+	}
+	if c.SteadyDuration > 0 {
+		n = max(n, c.SteadyPods)
 	}
 	for _, r := range c.RestartRanks {
 		n = max(n, r)
@@ -116,7 +131,7 @@ func Run(ctx context.Context, env *Env, cfg Config, log io.Writer) (*Result, err
 		}
 	}
 	if !cfg.Skip["memory"] {
-		err := r.measured(ctx, res, "memory", func() (err error) { res.Memory, err = r.memory(ctx); return err })
+		err := r.measured(ctx, res, "memory", func() error { return r.memory(ctx, res) })
 		if err != nil {
 			return res, fmt.Errorf("memory: %w", err)
 		}
@@ -678,27 +693,34 @@ func sourceOf(k RequestKey) string {
 }
 
 // memory reads the manager's memory at each worker-pod level, growing one
-// namespace of running jobs.
-func (r *run) memory(ctx context.Context) ([]MemoryLevel, error) {
+// namespace of running jobs, and holds the steady run at cfg.SteadyPods on
+// the way up. Each level and steady sample is added to res as it is read.
+func (r *run) memory(ctx context.Context, res *Result) error {
 	ns := "memory"
 	if err := r.newNamespace(ctx, ns); err != nil {
-		return nil, err
+		return err
 	}
 	levels := slices.Clone(r.cfg.MemoryPods)
+	steady := r.cfg.SteadyDuration > 0
+	if steady && !slices.Contains(levels, r.cfg.SteadyPods) {
+		levels = append(levels, r.cfg.SteadyPods)
+	}
 	sort.Ints(levels)
-	var out []MemoryLevel
 	made := 0
 	for _, pods := range levels {
 		jobs := (pods + r.cfg.Ranks - 1) / r.cfg.Ranks
 		if err := r.createJobs(ctx, ns, "mem", made, jobs, r.cfg.Ranks, nil); err != nil {
-			return nil, err
+			return err
 		}
+		// A loaded machine's simulated cluster starts a few pods a second:
+		// give each level time in proportion to what it adds.
+		timeout := 5*time.Minute + time.Duration(max(jobs-made, 0)*r.cfg.Ranks)*200*time.Millisecond
 		made = max(made, jobs)
-		if _, err := waitUntil(ctx, 15*time.Minute, fmt.Sprintf("%d jobs Running", made), func() bool {
+		if _, err := waitUntil(ctx, timeout, fmt.Sprintf("%d jobs Running", made), func() bool {
 			_, running := r.tracker.Jobs(ns, mlv1.StateRunning)
 			return running == made
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		// Settle: the last status writes and the informers' catch-up.
 		time.Sleep(5 * time.Second)
@@ -706,16 +728,69 @@ func (r *run) memory(ctx context.Context) ([]MemoryLevel, error) {
 		for range 3 {
 			m, err := r.env.ManagerMemory(ctx)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			lvl.Readings = append(lvl.Readings, m)
 			time.Sleep(time.Second)
 		}
-		out = append(out, lvl)
-		r.logf("memory at %d worker pods: RSS %.1f MB, heap %.1f MB", lvl.Pods,
-			float64(lvl.Readings[0].RSSBytes)/1e6, float64(lvl.Readings[0].HeapBytes)/1e6)
+		lvl.LoadAverage = loadAverage()
+		res.Memory = append(res.Memory, lvl)
+		last := lvl.Readings[len(lvl.Readings)-1]
+		r.logf("memory at %d worker pods: RSS %.1f MB (anon %.1f, file %.1f), Go heap %.1f MB, load %.1f", lvl.Pods,
+			float64(last.RSSBytes)/1e6, float64(last.RSSAnonBytes)/1e6, float64(last.RSSFileBytes)/1e6, float64(last.HeapBytes)/1e6, lvl.LoadAverage)
+		r.checkpoint(res)
+		if steady && pods == r.cfg.SteadyPods {
+			if err := r.steady(ctx, ns, pods, res); err != nil {
+				return fmt.Errorf("steady run at %d pods: %w", pods, err)
+			}
+		}
 	}
-	return out, r.cleanup(ctx, ns)
+	return r.cleanup(ctx, ns)
+}
+
+// steady holds the namespace's jobs as they are for cfg.SteadyDuration and
+// reads the manager's memory every cfg.SteadyInterval, from the first
+// reading at 0 to the last at SteadyDuration.
+func (r *run) steady(ctx context.Context, ns string, pods int, res *Result) error {
+	interval := r.cfg.SteadyInterval
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	s := &SteadyRun{Pods: pods, DurationSeconds: r.cfg.SteadyDuration.Seconds(), IntervalSeconds: interval.Seconds()}
+	res.Steady = s
+	r.logf("steady run: %d worker pods for %s, memory every %s", pods, r.cfg.SteadyDuration, interval)
+	start := time.Now()
+	for i := 0; time.Duration(i)*interval <= r.cfg.SteadyDuration; i++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(start.Add(time.Duration(i) * interval))):
+		}
+		m, err := r.env.ManagerMemory(ctx)
+		if err != nil {
+			return err
+		}
+		_, running := r.tracker.Jobs(ns, mlv1.StateRunning)
+		s.Samples = append(s.Samples, SteadySample{
+			Seconds: time.Since(start).Seconds(), Memory: m, LoadAverage: loadAverage(),
+			Pods: r.tracker.Pods(ns), RunningJobs: running,
+		})
+		s.fit()
+		r.logf("steady %s: %d pods; RSS anon %.1f MB, Go heap %.1f MB, next GC at %.1f MB; load %.1f",
+			time.Duration(i)*interval, s.Samples[i].Pods, float64(m.RSSAnonBytes)/1e6, float64(m.HeapBytes)/1e6,
+			float64(m.NextGCBytes)/1e6, s.Samples[i].LoadAverage)
+		r.checkpoint(res)
+	}
+	r.logf("steady run: per minute, Go heap %+.1f KB, next GC %+.1f KB, RSS anon %+.1f KB",
+		s.HeapAllocSlope/1e3, s.NextGCSlope/1e3, s.RSSAnonSlope/1e3)
+	return nil
+}
+
+// checkpoint hands the result so far to cfg.Checkpoint.
+func (r *run) checkpoint(res *Result) {
+	if r.cfg.Checkpoint != nil {
+		r.cfg.Checkpoint(res)
+	}
 }
 
 // restart measures a rank failure -> the next attempt's pods all Running,

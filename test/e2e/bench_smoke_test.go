@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ml-operator/ml-operator/test/bench"
 	"github.com/ml-operator/ml-operator/test/testutil"
@@ -30,6 +31,7 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 	cfg := bench.Config{
 		Jobs: 20, Ranks: 4, Repeats: 1, QPS: 50, Burst: 100,
 		LatencySamples: 3, CostJobs: 2, MemoryPods: []int{0, 40}, RestartRanks: []int{4},
+		SteadyPods: 40, SteadyDuration: 10 * time.Second, SteadyInterval: 5 * time.Second,
 	}
 	ctx := context.Background()
 	env, err := bench.Start(ctx, bench.EnvOptions{
@@ -94,6 +96,19 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 	}
 	if len(res.Memory) != 2 || res.Memory[1].Pods < 40 || res.Memory[1].Readings[0].RSSBytes <= 0 || res.Memory[1].Readings[0].HeapBytes <= 0 {
 		t.Errorf("memory readings incomplete: %+v", res.Memory)
+	}
+	// The steady run reads at 0, 5 and 10 s, holding the 40 pods.
+	if s := res.Steady; s == nil || len(s.Samples) != 3 {
+		t.Errorf("steady run: want 3 readings, got %+v", s)
+	} else {
+		for _, x := range s.Samples {
+			if x.Pods < 40 || x.RSSAnonBytes <= 0 || x.HeapBytes <= 0 || x.NextGCBytes <= 0 {
+				t.Errorf("steady reading incomplete: %+v", x)
+			}
+		}
+		if !strings.Contains(table.String(), "steady run at 40 worker pods") {
+			t.Errorf("the table has no steady run line:\n%s", table.String())
+		}
 	}
 	if len(res.Restart) != 1 || len(res.Restart[0].Seconds) != 1 {
 		t.Errorf("restart runs incomplete: %+v", res.Restart)

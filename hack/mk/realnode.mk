@@ -40,6 +40,18 @@ realnode: ## Build bin/realnode (the real node harness's command).
 e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator and a real two-rank PyTorch job.
 	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -parallel $(E2E_REAL_PARALLEL) -v $(E2E_REAL_FLAGS)
 
+# make bench-real: the real-node figures (test/e2ereal BenchmarkRealNode,
+# once; root): a two-rank TrainingJob's create -> all ranks Running with the
+# image present, the gang restart after a rank is killed, and a
+# ModelDeployment weight change -> the traffic its Service serves, counted by
+# requests. BENCH_REAL_SAMPLES samples of each; the raw samples go to
+# bench/results/<date>-realnode.json. It reports; it never fails on speed.
+BENCH_REAL_SAMPLES ?= 3
+.PHONY: bench-real
+bench-real: node-packages node-tools kustomize ## Real-node figures (root): create -> ranks Running, gang restart, weight change -> traffic (BENCH_REAL_SAMPLES); bench/results/<date>-realnode.json.
+	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -run '^$$' -bench '^BenchmarkRealNode$$' -benchtime 1x -v \
+		-args -bench-samples=$(BENCH_REAL_SAMPLES) -bench-out=$(CURDIR)/bench/results
+
 .PHONY: run-real
 run-real: node-packages node-tools realnode ## A real single-node cluster until Ctrl-C (what `make run NODE=real` runs).
 	$(LOCALBIN)/realnode run --workdir $(REALNODE_WORKDIR) --bin $(LOCALBIN) $(REALNODE_FLAGS)

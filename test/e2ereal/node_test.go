@@ -22,7 +22,7 @@ import (
 )
 
 // namespace creates a namespace of the test's own and deletes it after.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2ereal-"}}
 	require.NoError(t, node.Client.Create(context.Background(), ns))
@@ -117,7 +117,7 @@ func readLog(ns, name string) (string, error) {
 
 // runningPod creates the pod and waits until it is Ready; it returns the
 // pod as read back (with its IP).
-func runningPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+func runningPod(t testing.TB, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways

@@ -69,7 +69,7 @@ func TestOperator(t *testing.T) {
 	t.Run("ManagerRBACCoversEveryCall", testManagerRBAC)
 }
 
-func deployOperator(t *testing.T) {
+func deployOperator(t testing.TB) {
 	t.Helper()
 	cmCtx, stopCM := context.WithCancel(context.Background())
 	done, err := node.DeployOperator(cmCtx)

@@ -42,7 +42,7 @@ type predictCounts struct {
 
 // restrictedNamespace is namespace(t) with Pod Security "restricted"
 // enforced: what a ModelDeployment's pods promise to pass.
-func restrictedNamespace(t *testing.T) string {
+func restrictedNamespace(t testing.TB) string {
 	t.Helper()
 	ns := namespace(t)
 	obj := &corev1.Namespace{}
@@ -103,7 +103,7 @@ var (
 
 // pushModelServers builds the model server once and pushes it as
 // modelServerV1 and modelServerV2, for the tests that run side by side.
-func pushModelServers(t *testing.T) {
+func pushModelServers(t testing.TB) {
 	t.Helper()
 	pushModelServersOnce.Do(func() {
 		began := time.Now()
@@ -181,7 +181,7 @@ func testServing(t *testing.T) {
 // ConfigMap, behind the Service model-store) and returns its base URL: a
 // ModelDeployment's modelPath is a URL, and the model server loads it at
 // start.
-func modelStore(t *testing.T, ns string, files map[string]string) string {
+func modelStore(t testing.TB, ns string, files map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "models", Namespace: ns}, Data: files}
@@ -208,7 +208,7 @@ func modelStore(t *testing.T, ns string, files map[string]string) string {
 // waitRunning waits until md is Running with the given Ready replicas per
 // version, and returns it; on timeout it fails with the namespace's
 // diagnostics.
-func waitRunning(t *testing.T, md *mlv1.ModelDeployment, timeout time.Duration, healthy map[string]int32) *mlv1.ModelDeployment {
+func waitRunning(t testing.TB, md *mlv1.ModelDeployment, timeout time.Duration, healthy map[string]int32) *mlv1.ModelDeployment {
 	t.Helper()
 	ctx := context.Background()
 	got := &mlv1.ModelDeployment{}

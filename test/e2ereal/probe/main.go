@@ -14,6 +14,10 @@
 //	                         the answers counted by version, pod and code as JSON
 //	probe post URL BODY      one JSON POST of BODY to URL; print the status and
 //	                         the answer (exit 1 unless 200)
+//	probe split URL INTERVAL a prediction POST to URL every INTERVAL, each on
+//	                         a new connection, until killed; print one line
+//	                         per answer: "<unix ms> <version>", or
+//	                         "<unix ms> !<code or error>" when it failed
 package main
 
 import (
@@ -93,6 +97,13 @@ func main() {
 		out, err := json.Marshal(predict(arg, n))
 		fail(err)
 		fmt.Println(string(out))
+	case "split":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe split URL INTERVAL"))
+		}
+		every, err := time.ParseDuration(os.Args[3])
+		fail(err)
+		split(arg, every)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)
@@ -138,4 +149,30 @@ func predict(url string, n int) Counts {
 		}
 	}
 	return c
+}
+
+// split sends a prediction to url every interval, each on a connection of
+// its own (so kube-proxy picks an endpoint for each), and prints which
+// version answered, with the time the request was sent: what a client of
+// the Service is served, request by request.
+func split(url string, every time.Duration) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		sent := time.Now()
+		answer := "!transport"
+		resp, err := client.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"instances":[[%d]]}`, i)))
+		if err == nil {
+			var body struct{ Version string }
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			answer = body.Version
+			if resp.StatusCode != http.StatusOK || answer == "" {
+				answer = "!" + strconv.Itoa(resp.StatusCode)
+			}
+		}
+		fmt.Printf("%d %s\n", sent.UnixMilli(), answer)
+		<-tick.C
+	}
 }

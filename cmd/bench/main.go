@@ -54,6 +54,7 @@ func run() (err error) {
 	flag.IntVar(&cfg.SteadyPods, "steady-pods", 4000, "Worker pods the memory scenario holds for the steady run (with --steady).")
 	flag.DurationVar(&cfg.SteadyDuration, "steady", 0, "How long the steady run holds --steady-pods worker pods, reading the manager's memory every --steady-interval (0: no steady run).")
 	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", time.Minute, "Time between the steady run's memory readings.")
+	flag.StringVar(&cfg.ProfileDir, "profiles", "", "Directory for the manager's heap profiles at each memory level and at the steady run's end (the manager then serves its profiler on a loopback port; empty: none).")
 	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
@@ -69,7 +70,7 @@ func run() (err error) {
 	flag.Parse()
 	// kwokctl looks binaries up on PATH, and a relative PATH entry makes it
 	// try to download them instead.
-	for _, p := range []*string{&binDir, &mgr, &cfg.Peer.Binary, &cfg.Peer.CRD} {
+	for _, p := range []*string{&binDir, &mgr, &cfg.Peer.Binary, &cfg.Peer.CRD, &cfg.ProfileDir} {
 		if *p == "" {
 			continue
 		}
@@ -79,6 +80,11 @@ func run() (err error) {
 	}
 	if cfg.Peer.Binary != "" && cfg.Peer.CRD == "" {
 		return fmt.Errorf("--peer needs --peer-crd")
+	}
+	if cfg.ProfileDir != "" {
+		if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+			return err
+		}
 	}
 	if cfg.MemoryPods, err = ints(memory); err != nil {
 		return fmt.Errorf("--memory-pods: %w", err)
@@ -118,7 +124,7 @@ func run() (err error) {
 	env, err := bench.Start(ctx, bench.EnvOptions{
 		RepoRoot: wd, BinDir: binDir, Manager: mgr, Workdir: workdir, Name: "bench",
 		Pods: cfg.Pods(), GPUsPerWorker: cfg.GPUsPerWorker, QPS: cfg.QPS, Burst: cfg.Burst,
-		ManagerArgs: strings.Fields(mgrArgs), NativeGangs: gang == "native", Log: os.Stderr,
+		ManagerArgs: strings.Fields(mgrArgs), NativeGangs: gang == "native", Pprof: cfg.ProfileDir != "", Log: os.Stderr,
 	})
 	if err != nil {
 		return err

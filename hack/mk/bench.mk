@@ -62,12 +62,15 @@ BENCH_MEMORY_LEVELS ?= 0,1000,4000,10000
 BENCH_STEADY_PODS ?= 4000
 BENCH_STEADY ?= 30m
 BENCH_STEADY_INTERVAL ?= 1m
+# A directory for the manager's heap profiles at each level (empty: none).
+BENCH_PROFILES ?=
 .PHONY: bench-memory
 bench-memory: cluster-tools build ## The manager's memory at 0, 1,000, 4,000 and 10,000 worker pods, and a 30-minute steady run at 4,000 (BENCH_MEMORY_LEVELS, BENCH_STEADY_PODS, BENCH_STEADY).
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --jobs 0 --ranks $(BENCH_RANKS) --repeats 1 \
 		--latency-samples 0 --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
 		--memory-pods $(BENCH_MEMORY_LEVELS) --steady-pods $(BENCH_STEADY_PODS) --steady $(BENCH_STEADY) \
-		--steady-interval $(BENCH_STEADY_INTERVAL) --restart-ranks "" --skip burst,latency,cost,restart,peer $(BENCH_FLAGS)
+		--steady-interval $(BENCH_STEADY_INTERVAL) $(if $(BENCH_PROFILES),--profiles $(BENCH_PROFILES)) \
+		--restart-ranks "" --skip burst,latency,cost,restart,peer $(BENCH_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: cluster-tools build ## A small benchmark (20 x 4, once) that only checks the harness works; writes no results file.

@@ -39,6 +39,7 @@ var envSamples = map[string]string{
 	"pod-home":                       "/scratch/home",
 	"pod-run-as-group":               "2000",
 	"pod-run-as-user":                "2000",
+	"pprof-bind-address":             "127.0.0.1:6060",
 	"placement-timeout":              "45m0s",
 	"prometheus-url":                 "https://thanos-querier.openshift-monitoring.svc:9091",
 	"sync-period":                    "1h0m0s",

@@ -83,6 +83,7 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 		Scheme:                        NewScheme(),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.ProbeAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,

@@ -21,6 +21,7 @@ func TestManagerStartsAndStops(t *testing.T) {
 	opts.MetricsAddr = testutil.FreeAddr(t)
 	opts.MetricsSecure = false
 	opts.ProbeAddr = testutil.FreeAddr(t)
+	opts.PprofAddr = testutil.FreeAddr(t)
 	opts.LeaderElectionNamespace = "default"
 	opts.EnableWebhooks = false
 
@@ -40,6 +41,8 @@ func TestManagerStartsAndStops(t *testing.T) {
 		fmt.Sprintf("http://%s/readyz", opts.ProbeAddr),
 		fmt.Sprintf("http://%s/healthz", opts.ProbeAddr),
 		fmt.Sprintf("http://%s/metrics", opts.MetricsAddr),
+		// --pprof-bind-address: the heap profile the benchmark reads.
+		fmt.Sprintf("http://%s/debug/pprof/heap", opts.PprofAddr),
 	} {
 		require.Eventually(t, func() bool {
 			code, err := get(url)

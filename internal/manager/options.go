@@ -31,6 +31,9 @@ type Options struct {
 	MetricsCertDir string
 	// ProbeAddr is where /healthz and /readyz are served.
 	ProbeAddr string
+	// PprofAddr is where Go's profiler (/debug/pprof/) is served, plain
+	// HTTP without authentication; empty (the default) serves none.
+	PprofAddr string
 	// LeaderElect enables leader election.
 	LeaderElect bool
 	// LeaderElectionID is the name of the lease.
@@ -174,6 +177,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Serve metrics over HTTPS with authentication and authorization. With false, plain HTTP (use :8080).")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-path", o.MetricsCertDir, "Directory with tls.crt and tls.key for the metrics server.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz probes.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr,
+		"Address of Go's profiler (/debug/pprof/), plain HTTP without authentication, so bind it to loopback (127.0.0.1:<port>); empty serves none.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Enable leader election, so only one replica reconciles.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader-election lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the lease (the pod's own when empty).")

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ml-operator/ml-operator/internal/freeport"
 	"github.com/ml-operator/ml-operator/internal/localcluster"
 )
 
@@ -36,6 +37,9 @@ type Env struct {
 	ManagerPID int
 	// MetricsURL is the manager's plain-HTTP /metrics.
 	MetricsURL string
+	// PprofURL is the manager's /debug/pprof/ on loopback (EnvOptions.Pprof),
+	// empty without it.
+	PprofURL string
 	// Webhooks lists the admission webhooks installed.
 	Webhooks []string
 	// NoopWebhooks lists their no-op twins (noop.go): admission's floor.
@@ -66,6 +70,9 @@ type EnvOptions struct {
 	Burst int
 	// ManagerArgs are extra manager flags.
 	ManagerArgs []string
+	// Pprof serves the manager's profiler on a free loopback port
+	// (--pprof-bind-address), for heap profiles (Env.HeapProfile).
+	Pprof bool
 	// NativeGangs starts the cluster with native gang scheduling on
 	// (localcluster.Options.NativeGangs).
 	NativeGangs bool
@@ -150,14 +157,24 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 		return env, err
 	}
 
+	args := append([]string{
+		fmt.Sprintf("--kube-api-qps=%g", o.QPS),
+		fmt.Sprintf("--kube-api-burst=%d", o.Burst),
+	}, o.ManagerArgs...)
+	if o.Pprof {
+		port, err := freeport.Port()
+		if err != nil {
+			return env, err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		args = append(args, "--pprof-bind-address="+addr)
+		env.PprofURL = "http://" + addr + "/debug/pprof/"
+	}
 	logPath := filepath.Join(o.Workdir, "manager.log")
 	fmt.Fprintf(o.Log, "Starting the manager (QPS %g, burst %d; log %s)\n", o.QPS, o.Burst, logPath)
 	mgr, err := c.StartManager(ctx, localcluster.ManagerOptions{
-		Binary: o.Manager,
-		Args: append([]string{
-			fmt.Sprintf("--kube-api-qps=%g", o.QPS),
-			fmt.Sprintf("--kube-api-burst=%d", o.Burst),
-		}, o.ManagerArgs...),
+		Binary:  o.Manager,
+		Args:    args,
 		LogPath: logPath,
 	})
 	if err != nil {

@@ -97,6 +97,31 @@ func (e *Env) ManagerMemory(ctx context.Context) (Memory, error) {
 	}, nil
 }
 
+// HeapProfile saves the manager's heap profile (/debug/pprof/heap, after
+// a collection: gc=1) to path. It needs EnvOptions.Pprof.
+func (e *Env) HeapProfile(ctx context.Context, path string) error {
+	if e.PprofURL == "" {
+		return fmt.Errorf("the manager serves no profiler (EnvOptions.Pprof)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.PprofURL+"heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the manager's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the manager's heap profile: %s", resp.Status)
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
 // readStatus reads the "<name>: <n> kB" lines of /proc/<pid>/status, in bytes.
 func readStatus(pid int) (map[string]int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -56,6 +57,10 @@ type Config struct {
 	SteadyPods     int
 	SteadyDuration time.Duration
 	SteadyInterval time.Duration
+	// ProfileDir, when set, receives the manager's heap profile at each
+	// memory level and at the steady run's end (heap-<pods>.pb.gz,
+	// heap-<pods>-steady-end.pb.gz); the Env must serve the profiler.
+	ProfileDir string
 	// RestartRanks are the gang sizes the restart time is measured at.
 	RestartRanks []int
 	// GangRanks are the gang sizes the bind time is measured at, native
@@ -734,6 +739,9 @@ func (r *run) memory(ctx context.Context, res *Result) error {
 			time.Sleep(time.Second)
 		}
 		lvl.LoadAverage = loadAverage()
+		if err := r.heapProfile(ctx, fmt.Sprintf("heap-%d.pb.gz", pods)); err != nil {
+			return err
+		}
 		res.Memory = append(res.Memory, lvl)
 		last := lvl.Readings[len(lvl.Readings)-1]
 		r.logf("memory at %d worker pods: RSS %.1f MB (anon %.1f, file %.1f), Go heap %.1f MB, load %.1f", lvl.Pods,
@@ -783,6 +791,21 @@ func (r *run) steady(ctx context.Context, ns string, pods int, res *Result) erro
 	}
 	r.logf("steady run: per minute, Go heap %+.1f KB, next GC %+.1f KB, RSS anon %+.1f KB",
 		s.HeapAllocSlope/1e3, s.NextGCSlope/1e3, s.RSSAnonSlope/1e3)
+	return r.heapProfile(ctx, fmt.Sprintf("heap-%d-steady-end.pb.gz", pods))
+}
+
+// heapProfile saves the manager's heap profile as name in cfg.ProfileDir
+// (nothing without one). The profile is taken after a collection, so it
+// comes after a level's readings, never before them.
+func (r *run) heapProfile(ctx context.Context, name string) error {
+	if r.cfg.ProfileDir == "" {
+		return nil
+	}
+	path := filepath.Join(r.cfg.ProfileDir, name)
+	if err := r.env.HeapProfile(ctx, path); err != nil {
+		return err
+	}
+	r.logf("heap profile: %s", path)
 	return nil
 }
 

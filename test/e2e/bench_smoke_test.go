@@ -32,12 +32,16 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 		Jobs: 20, Ranks: 4, Repeats: 1, QPS: 50, Burst: 100,
 		LatencySamples: 3, CostJobs: 2, MemoryPods: []int{0, 40}, RestartRanks: []int{4},
 		SteadyPods: 40, SteadyDuration: 10 * time.Second, SteadyInterval: 5 * time.Second,
+		ProfileDir: filepath.Join(dir, "profiles"),
+	}
+	if err := os.MkdirAll(cfg.ProfileDir, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	env, err := bench.Start(ctx, bench.EnvOptions{
 		RepoRoot: root, BinDir: filepath.Join(root, "bin"), Manager: mgr,
 		Workdir: filepath.Join(dir, "cluster"), Name: "bench-smoke",
-		Pods: cfg.Pods(), QPS: cfg.QPS, Burst: cfg.Burst, Log: os.Stderr,
+		Pods: cfg.Pods(), QPS: cfg.QPS, Burst: cfg.Burst, Pprof: true, Log: os.Stderr,
 	})
 	if err != nil {
 		t.Fatalf("starting the benchmark cluster: %v", err)
@@ -108,6 +112,13 @@ func TestBenchmarkHarnessSmoke(t *testing.T) {
 		}
 		if !strings.Contains(table.String(), "steady run at 40 worker pods") {
 			t.Errorf("the table has no steady run line:\n%s", table.String())
+		}
+	}
+	// A heap profile at each level and at the steady run's end, from the
+	// manager's --pprof-bind-address.
+	for _, name := range []string{"heap-0.pb.gz", "heap-40.pb.gz", "heap-40-steady-end.pb.gz"} {
+		if fi, err := os.Stat(filepath.Join(cfg.ProfileDir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("heap profile %s: %v", name, err)
 		}
 	}
 	if len(res.Restart) != 1 || len(res.Restart[0].Seconds) != 1 {

@@ -56,6 +56,10 @@ func checkManagerOptions(t *testing.T, c corev1.Container, opts *manager.Options
 	if opts.ProbeAddr != ":8081" || !opts.LeaderElect || !opts.EnableWebhooks {
 		t.Errorf("probes %q, leader election %v, webhooks %v", opts.ProbeAddr, opts.LeaderElect, opts.EnableWebhooks)
 	}
+	// The profiler has no authentication: what ships serves none.
+	if opts.PprofAddr != "" {
+		t.Errorf("the profiler is served on %q; it has no authentication", opts.PprofAddr)
+	}
 	if opts.WebhookCertDir != webhookCertDir {
 		t.Errorf("webhook certificates read from %q, want %q", opts.WebhookCertDir, webhookCertDir)
 	}

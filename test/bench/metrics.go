@@ -97,13 +97,14 @@ func (e *Env) ManagerMemory(ctx context.Context) (Memory, error) {
 	}, nil
 }
 
-// HeapProfile saves the manager's heap profile (/debug/pprof/heap, after
-// a collection: gc=1) to path. It needs EnvOptions.Pprof.
+// HeapProfile saves the manager's heap profile (/debug/pprof/heap: the live
+// heap as of the last collection; it forces none, so the readings after it
+// are not disturbed) to path. It needs EnvOptions.Pprof.
 func (e *Env) HeapProfile(ctx context.Context, path string) error {
 	if e.PprofURL == "" {
 		return fmt.Errorf("the manager serves no profiler (EnvOptions.Pprof)")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.PprofURL+"heap?gc=1", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.PprofURL+"heap", nil)
 	if err != nil {
 		return err
 	}

@@ -795,8 +795,7 @@ func (r *run) steady(ctx context.Context, ns string, pods int, res *Result) erro
 }
 
 // heapProfile saves the manager's heap profile as name in cfg.ProfileDir
-// (nothing without one). The profile is taken after a collection, so it
-// comes after a level's readings, never before them.
+// (nothing without one), after a level's readings.
 func (r *run) heapProfile(ctx context.Context, name string) error {
 	if r.cfg.ProfileDir == "" {
 		return nil

@@ -78,6 +78,8 @@ type realNodeFigures struct {
 	RequestIntervalMs int `json:"requestIntervalMs"`
 	// LoadAverages are the 1-minute load average at each sample.
 	LoadAverages []float64 `json:"loadAverages1m"`
+	// Incomplete is set when a part failed before the end.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // BenchmarkRealNode measures what only a real node shows, for
@@ -97,24 +99,36 @@ func BenchmarkRealNode(b *testing.B) {
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		res.Commit = strings.TrimSpace(string(out))
 	}
+	// Whatever was measured is printed and written, also when a later part
+	// fails (then marked incomplete).
+	defer func() {
+		res.Finished = time.Now().UTC()
+		if b.Failed() {
+			res.Incomplete = "a part of the benchmark failed; see its log"
+		}
+		b.Logf("real node figures (median, min – max, n), load average %s:\n%s", spread(res.LoadAverages, 1, ""), res.table())
+		if *benchOut == "" {
+			return
+		}
+		data, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			path := filepath.Join(*benchOut, res.Started.Format("2006-01-02T1504Z")+"-realnode.json")
+			err = os.WriteFile(path, append(data, '\n'), 0o644)
+			b.Logf("raw samples: %s", path)
+		}
+		if err != nil {
+			b.Errorf("writing the results: %v", err)
+		}
+	}()
 	deployOperator(b)
 
 	benchTrainingJobs(ctx, b, res)
 	benchWeightChanges(ctx, b, res)
 
-	res.Finished = time.Now().UTC()
 	b.ReportMetric(median(res.CreateToRunning), "s-create-to-running")
 	b.ReportMetric(median(res.RestartAfterBackoff), "s-restart-after-backoff")
 	b.ReportMetric(median(res.Drain), "s-weight-drain")
 	b.ReportMetric(median(res.Restore), "s-weight-restore")
-	b.Logf("real node figures (median, min – max, n), load average %s:\n%s", spread(res.LoadAverages, 1, ""), res.table())
-	if *benchOut != "" {
-		data, err := json.MarshalIndent(res, "", "  ")
-		require.NoError(b, err)
-		path := filepath.Join(*benchOut, res.Started.Format("2006-01-02T1504Z")+"-realnode.json")
-		require.NoError(b, os.WriteFile(path, append(data, '\n'), 0o644))
-		b.Logf("raw samples: %s", path)
-	}
 }
 
 func (r *realNodeFigures) table() string {
@@ -151,11 +165,13 @@ func benchTrainingJobs(ctx context.Context, b *testing.B, res *realNodeFigures) 
 				Checkpoint:    mlv1.CheckpointSpec{Enabled: ptr.To(false)},
 			},
 		}
-		start := time.Now()
 		// Until cert-manager's CA reaches the webhook configuration, a
-		// create fails on TLS: retry that, not a denial.
+		// create fails on TLS: retry that, not a denial. The time starts
+		// at the create that went through.
+		var start time.Time
 		var err error
 		require.NoError(b, poll(2*time.Minute, func() bool {
+			start = time.Now()
 			err = opClient.Create(ctx, job)
 			return err == nil || strings.Contains(err.Error(), "denied the request")
 		}), "creating %s: %v", name, err)

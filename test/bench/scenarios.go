@@ -717,9 +717,10 @@ func (r *run) memory(ctx context.Context, res *Result) error {
 		if err := r.createJobs(ctx, ns, "mem", made, jobs, r.cfg.Ranks, nil); err != nil {
 			return err
 		}
-		// A loaded machine's simulated cluster starts a few pods a second:
-		// give each level time in proportion to what it adds.
-		timeout := 5*time.Minute + time.Duration(max(jobs-made, 0)*r.cfg.Ranks)*200*time.Millisecond
+		// A loaded machine's simulated cluster starts a pod or two a
+		// second (1 to 2 at load 24, niced): give each level time in
+		// proportion to what it adds. A bound on the wait, not a measure.
+		timeout := 10*time.Minute + time.Duration(max(jobs-made, 0)*r.cfg.Ranks)*time.Second
 		made = max(made, jobs)
 		if _, err := waitUntil(ctx, timeout, fmt.Sprintf("%d jobs Running", made), func() bool {
 			_, running := r.tracker.Jobs(ns, mlv1.StateRunning)

@@ -50,7 +50,7 @@ func run() (err error) {
 	flag.IntVar(&cfg.LatencySamples, "latency-samples", 20, "Samples per latency measurement.")
 	flag.IntVar(&cfg.CostJobs, "cost-jobs", 10, "Jobs the API cost per job is averaged over.")
 	flag.StringVar(&memory, "memory-pods", "0,1000,4000", "Worker-pod counts at which the manager's memory is read.")
-	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
+	flag.StringVar(&restart, "restart-ranks", "8,64,512,1024", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
 	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang, peer.")

@@ -733,7 +733,7 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 			name := fmt.Sprintf("restart-%d-%d", ranks, rep)
 			// Rank 0 fails once the whole gang has had time to start: the
 			// creates alone take ranks/QPS seconds.
-			failAfter := 3*time.Second + time.Duration(ranks)*time.Second/time.Duration(max(1, int(r.cfg.QPS)/2))
+			failAfter := (3*time.Second + time.Duration(ranks)*time.Second/time.Duration(max(1, int(r.cfg.QPS)/2))).Round(time.Second)
 			ann := map[string]string{
 				"sim.ml.example.com/fail-rank":    "0",
 				"sim.ml.example.com/fail-attempt": "0",

@@ -130,7 +130,10 @@ func testDrainResumesFromTheStepSavedAtSIGTERM(t *testing.T) {
 		require.Equal(t, ptr.To[int64](60), pod.Spec.TerminationGracePeriodSeconds, "%s: the job's grace period", pod.Name)
 	}
 
-	// Cordon: the operator ends the gang before any eviction.
+	// At least one step (5 s) into epoch 2, so that the step saved at
+	// SIGTERM is past the periodic checkpoint. Then cordon: the operator
+	// ends the gang before any eviction.
+	time.Sleep(6 * time.Second)
 	out, err := kubectl("cordon", realnode.NodeName)
 	require.NoError(t, err)
 	cordoned := time.Now()

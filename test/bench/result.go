@@ -160,8 +160,11 @@ type MemoryLevel struct {
 
 // RestartRun is the gang restart time at one size, in seconds.
 type RestartRun struct {
-	Ranks   int       `json:"ranks"`
-	Seconds []float64 `json:"seconds"`
+	// Ranks is the gang's WORLD_SIZE: Pods x NProcPerNode (gangShape).
+	Ranks        int       `json:"ranks"`
+	Pods         int       `json:"pods,omitempty"`
+	NProcPerNode int       `json:"nprocPerNode,omitempty"`
+	Seconds      []float64 `json:"seconds"`
 	// FirstPodToRunning is from the next attempt's first pod to all of them
 	// Running: the part after the backoff.
 	FirstPodToRunning []float64 `json:"firstPodToRunningSeconds"`
@@ -424,8 +427,8 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
 	}
 	for _, x := range r.Restart {
-		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",
-			x.Ranks, spread(Summarize(x.Seconds), "s", 2), firstRestartBackoff)
+		fmt.Fprintf(tw, "restart at %d ranks (%d pods x %d)\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",
+			x.Ranks, x.Pods, x.NProcPerNode, spread(Summarize(x.Seconds), "s", 2), firstRestartBackoff)
 		if len(x.ExcludingBackoff) > 0 {
 			fmt.Fprintf(tw, "\tthe same, backoff excluded\t%s\n", spread(Summarize(x.ExcludingBackoff), "s", 2))
 		}
@@ -434,7 +437,7 @@ func (r *Result) PrintTable(w io.Writer) {
 			fmt.Fprintf(tw, "\trepeat %d, step by step\t%s\n", i, st)
 		}
 		if len(x.WritesBeyondPods) > 0 {
-			fmt.Fprintf(tw, "\tmanager writes beyond the %d pods replaced\t%s\n", x.Ranks, spread(Summarize(x.WritesBeyondPods), "", 0))
+			fmt.Fprintf(tw, "\tmanager writes beyond the %d pods replaced\t%s\n", x.Pods, spread(Summarize(x.WritesBeyondPods), "", 0))
 		}
 		for i, w := range x.ManagerWrites {
 			fmt.Fprintf(tw, "\trepeat %d, manager writes\t%v\n", i, w)

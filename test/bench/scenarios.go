@@ -728,23 +728,26 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 	}
 	var out []RestartRun
 	for _, ranks := range r.cfg.RestartRanks {
-		rr := RestartRun{Ranks: ranks}
+		pods, nproc := gangShape(ranks)
+		rr := RestartRun{Ranks: ranks, Pods: pods, NProcPerNode: nproc}
 		for rep := range r.cfg.Repeats {
 			name := fmt.Sprintf("restart-%d-%d", ranks, rep)
 			// Rank 0 fails once the whole gang has had time to start: the
 			// creates alone take ranks/QPS seconds.
-			failAfter := (3*time.Second + time.Duration(ranks)*time.Second/time.Duration(max(1, int(r.cfg.QPS)/2))).Round(time.Second)
+			failAfter := (3*time.Second + time.Duration(pods)*time.Second/time.Duration(max(1, int(r.cfg.QPS)/2))).Round(time.Second)
 			ann := map[string]string{
 				"sim.ml.example.com/fail-rank":    "0",
 				"sim.ml.example.com/fail-attempt": "0",
 				"sim.ml.example.com/fail-after":   failAfter.String(),
 			}
-			if err := r.env.Client.Create(ctx, r.job(ns, name, ranks, ann)); err != nil {
+			job := r.job(ns, name, pods, ann)
+			job.Spec.NProcPerNode = ptr.To(int32(nproc))
+			if err := r.env.Client.Create(ctx, job); err != nil {
 				return nil, err
 			}
 			if _, err := waitUntil(ctx, 5*time.Minute, name+" Running", func() bool {
 				_, running := r.tracker.GangPods(ns, name, 0)
-				return running == ranks && r.tracker.JobState(ns, name) == mlv1.StateRunning
+				return running == pods && r.tracker.JobState(ns, name) == mlv1.StateRunning
 			}); err != nil {
 				return nil, err
 			}
@@ -765,7 +768,7 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 			}
 			at, err := waitUntil(ctx, 5*time.Minute, name+"'s attempt 1 Running", func() bool {
 				_, running := r.tracker.GangPods(ns, name, 1)
-				return running == ranks
+				return running == pods
 			})
 			if err != nil {
 				return nil, err
@@ -780,11 +783,10 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 			if err != nil {
 				return nil, err
 			}
-			job := &mlv1.TrainingJob{}
 			if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
 				return nil, err
 			}
-			steps, err := r.restartSteps(ns, name, ranks, failedAt, job)
+			steps, err := r.restartSteps(ns, name, pods, failedAt, job)
 			if err != nil {
 				return nil, err
 			}
@@ -804,10 +806,10 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 				}
 			}
 			rr.ManagerWrites = append(rr.ManagerWrites, writes)
-			rr.WritesBeyondPods = append(rr.WritesBeyondPods, sum-float64(ranks))
-			r.logf("restart at %d ranks: %.2f s, %.2f s without the backoff; %v; manager writes %v",
-				ranks, total, total-steps.BackoffWait, steps, writes)
-			if err := r.env.Client.Delete(ctx, r.job(ns, name, ranks, nil)); err != nil {
+			rr.WritesBeyondPods = append(rr.WritesBeyondPods, sum-float64(pods))
+			r.logf("restart at %d ranks (%d pods x %d processes): %.2f s, %.2f s without the backoff; %v; manager writes %v",
+				ranks, pods, nproc, total, total-steps.BackoffWait, steps, writes)
+			if err := r.env.Client.Delete(ctx, r.job(ns, name, pods, nil)); err != nil {
 				return nil, err
 			}
 			if err := r.cleanup(ctx, ns); err != nil {
@@ -818,6 +820,20 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 		r.logf("restart at %d ranks: %v s", ranks, rr.Seconds)
 	}
 	return out, nil
+}
+
+// gangShape is the pods and processes per pod (torchrun's nprocPerNode) of
+// a gang of ranks ranks (WORLD_SIZE): one pod per rank up to
+// mlv1.MaxNumWorkers pods, the API's bound; a bigger gang runs the fewest
+// processes per pod, a power of two, that keep it within the bound (512
+// ranks: 64 pods x 8, one process per GPU of an 8-GPU node; 1,024: 64 x 16).
+// The restart's cost is in its pods.
+func gangShape(ranks int) (pods, nproc int) {
+	nproc = 1
+	for (ranks+nproc-1)/nproc > mlv1.MaxNumWorkers {
+		nproc *= 2
+	}
+	return (ranks + nproc - 1) / nproc, nproc
 }
 
 // restartSteps splits one restart, as the watches saw it, from the failure

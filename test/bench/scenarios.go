@@ -732,9 +732,10 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 		rr := RestartRun{Ranks: ranks, Pods: pods, NProcPerNode: nproc}
 		for rep := range r.cfg.Repeats {
 			name := fmt.Sprintf("restart-%d-%d", ranks, rep)
-			// Rank 0 fails once the whole gang has had time to start: the
-			// creates alone take ranks/QPS seconds.
-			failAfter := (3*time.Second + time.Duration(pods)*time.Second/time.Duration(max(1, int(r.cfg.QPS)/2))).Round(time.Second)
+			// Rank 0 fails once the whole gang has had time to start, also
+			// on a loaded machine (64 pods took 6 s to create at a load
+			// average of 20): 20 s plus 200 ms per pod.
+			failAfter := 20*time.Second + time.Duration(pods)*200*time.Millisecond
 			ann := map[string]string{
 				"sim.ml.example.com/fail-rank":    "0",
 				"sim.ml.example.com/fail-attempt": "0",
@@ -747,7 +748,8 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 			}
 			if _, err := waitUntil(ctx, 5*time.Minute, name+" Running", func() bool {
 				_, running := r.tracker.GangPods(ns, name, 0)
-				return running == pods && r.tracker.JobState(ns, name) == mlv1.StateRunning
+				_, failed := r.tracker.FailedAt(ns, name+"-worker-0", 0)
+				return failed || (running == pods && r.tracker.JobState(ns, name) == mlv1.StateRunning)
 			}); err != nil {
 				return nil, err
 			}

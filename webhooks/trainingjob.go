@@ -368,6 +368,10 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 	if s.FailurePolicy != nil {
 		errs = append(errs, validateFailurePolicy(s.FailurePolicy, p.Child("failurePolicy"))...)
 	}
+	if g := s.Template.TerminationGracePeriodSeconds; g != nil && (*g < 0 || *g > mlv1.MaxTerminationGracePeriodSeconds) {
+		errs = append(errs, field.Invalid(p.Child("template", "terminationGracePeriodSeconds"), *g,
+			fmt.Sprintf("must be between 0 and %d", mlv1.MaxTerminationGracePeriodSeconds)))
+	}
 	return errs
 }
 

@@ -67,6 +67,10 @@ const (
 	ReasonEvicted = "Evicted"
 	// ReasonNodeLost: a rank's node is gone or NotReady past the grace period (a disruption).
 	ReasonNodeLost = "NodeLost"
+	// ReasonNodeCordoned: a rank's node was cordoned for a drain
+	// (spec.unschedulable, or the node.kubernetes.io/unschedulable taint);
+	// the gang is ended gracefully before the drain evicts it (a disruption).
+	ReasonNodeCordoned = "NodeCordoned"
 	// ReasonPodDeleted: a rank's pod was deleted by someone else (a disruption).
 	ReasonPodDeleted = "PodDeleted"
 	// ReasonRescaled: numWorkers (or a TensorFlow job's cluster) changed

@@ -534,6 +534,15 @@ type WorkerTemplate struct {
 	// RuntimeDefault seccomp).
 	// +optional
 	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// TerminationGracePeriodSeconds is how long each worker pod has, from
+	// SIGTERM to SIGKILL, when its gang is ended (a restart, a preemption, a
+	// drain, a suspend): the time a trainer has to save its checkpoint at
+	// SIGTERM. 0 to 3600; unset, the pod default (30 s).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // TrainingJobState is the lifecycle state of a TrainingJob.

@@ -162,6 +162,11 @@ const (
 	DefaultGPUsPerWorker = 1
 	// MaxGPUsPerWorker is the most GPUs one worker may request.
 	MaxGPUsPerWorker = 8
+	// MaxTerminationGracePeriodSeconds bounds
+	// spec.template.terminationGracePeriodSeconds (0 up to it): an hour
+	// to save a checkpoint at SIGTERM, longer than any drain or spot
+	// notice waits (docs/decisions.md).
+	MaxTerminationGracePeriodSeconds = 3600
 )
 
 // Bounds of spec.hyperparameters. Every hyperparameter is an environment

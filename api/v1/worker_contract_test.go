@@ -51,6 +51,10 @@ func TestBoundsMatchTheSchema(t *testing.T) {
 		"v1alpha1 gpuPerWorker maximum":  {alpha["gpuPerWorker"].Maximum, mlv1.MaxGPUsPerWorker},
 		"v1 hyperparameters maxProps":    {num(float64(*v1["hyperparameters"].MaxProperties)), mlv1.MaxHyperparameters},
 		"v1alpha1 hyperparameters props": {num(float64(*alpha["hyperparameters"].MaxProperties)), mlv1.MaxHyperparameters},
+		"v1 template terminationGracePeriodSeconds minimum": {
+			v1["template"].Properties["terminationGracePeriodSeconds"].Minimum, 0},
+		"v1 template terminationGracePeriodSeconds maximum": {
+			v1["template"].Properties["terminationGracePeriodSeconds"].Maximum, mlv1.MaxTerminationGracePeriodSeconds},
 	} {
 		if assert.NotNil(t, tc.got, name) {
 			assert.Equal(t, tc.want, *tc.got, name)

@@ -55,7 +55,7 @@ func run() (err error) {
 	flag.DurationVar(&cfg.SteadyDuration, "steady", 0, "How long the steady run holds --steady-pods worker pods, reading the manager's memory every --steady-interval (0: no steady run).")
 	flag.DurationVar(&cfg.SteadyInterval, "steady-interval", time.Minute, "Time between the steady run's memory readings.")
 	flag.StringVar(&cfg.ProfileDir, "profiles", "", "Directory for the manager's heap profiles at each memory level and at the steady run's end (the manager then serves its profiler on a loopback port; empty: none).")
-	flag.StringVar(&restart, "restart-ranks", "8,64", "Gang sizes at which restart time is measured.")
+	flag.StringVar(&restart, "restart-ranks", "8,64,512,1024", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
 	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang, peer.")

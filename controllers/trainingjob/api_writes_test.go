@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -147,4 +148,55 @@ func TestWritesPerPodAtTheContractFloor(t *testing.T) {
 		total += n
 	}
 	assert.InDelta(t, 2.25, float64(total)/ranks, 1e-9, "writes per pod")
+}
+
+// A gang restart costs the operator the pods it replaces plus a constant:
+// the old gang goes in one request (a DeleteCollection of the job's pods of
+// earlier attempts), not one delete per rank, and the new one is one create
+// per rank. Counted on the wire at two gang sizes, from the failure to the
+// next attempt Running: the writes besides the creates (the restart's
+// status write and event, the one delete, the new gang's status writes and
+// events) are the same few at both.
+func TestGangRestartWritesThePodsItReplacesPlusAConstant(t *testing.T) {
+	others := map[int32]int{}
+	for _, ranks := range []int32{3, 12} {
+		ns := testutil.Namespace(t, env.Client)
+		w := testutil.TrainingJob("swap", ns).Workers(ranks).GPUs(0)
+		w.Spec.Checkpoint.Enabled = ptr.To(false)
+		job := create(t, w)
+		runGang(t, job, ranks, 0)
+		before := apiWrites.in(ns)
+
+		setPhase(t, job, 1, corev1.PodFailed, testutil.WithExitCode("trainer", 137, "Error"))
+		waitJob(t, job, "the restart", func(j *mlv1.TrainingJob) bool { return j.Status.Restarts == 1 })
+		waitPods(t, job, 0, 0)
+		step(t, job, 10*time.Second) // the backoff
+		runGang(t, job, ranks, 1)
+		waitEvents(t, job, "WorkerFailed", "Running")
+
+		got := apiWrites.in(ns)
+		for k, n := range before {
+			got[k] -= n
+			if got[k] == 0 {
+				delete(got, k)
+			}
+		}
+		if n := got["PUT trainingjobs/status 409"]; n > 0 {
+			t.Logf("%d status write(s) answered 409 Conflict and were retried", n)
+			delete(got, "PUT trainingjobs/status 409")
+		}
+		t.Logf("%d ranks: the restart's writes %v", ranks, got)
+		assert.Equal(t, 1, got["DELETE pods"], "%d ranks: the old gang is deleted in one request", ranks)
+		assert.Equal(t, int(ranks), got["POST pods"], "%d ranks: one create per rank of the new gang", ranks)
+		total := 0
+		for _, n := range got {
+			total += n
+		}
+		others[ranks] = total - int(ranks)
+	}
+	for ranks, n := range others {
+		// Per-rank deletes alone would be 12 at 12 ranks.
+		assert.LessOrEqual(t, n, 8, "%d ranks: a restart's writes besides the new pods", ranks)
+	}
+	t.Logf("writes besides the new pods: %v", others)
 }

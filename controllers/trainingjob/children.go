@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -230,6 +231,39 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 			created, len(want), attempt)
 	}
 	return workersOnly(inFlight), errors.Join(all...)
+}
+
+// deleteStale deletes the pods of earlier attempts, each with its own grace
+// period (terminationGracePeriodSeconds), in one request: a
+// DeleteCollection of the job's pods whose attempt label is not the
+// current attempt's. A gang restart then costs one delete however many
+// ranks it has (docs/benchmarks.md, "Restart"), not one per pod at the
+// client's rate limit. The request is sent only while some stale pod is
+// neither terminating nor deleted by an earlier pass the cache has not
+// caught up with; pods of the current attempt never match it.
+func (r *Reconciler) deleteStale(ctx context.Context, job *mlv1.TrainingJob, g attemptPods, now time.Time) error {
+	var doomed []*corev1.Pod
+	for _, pod := range g.stale {
+		if pod.DeletionTimestamp == nil && !r.expect.pendingDelete(job.UID, pod.UID, now) {
+			doomed = append(doomed, pod)
+		}
+	}
+	if len(doomed) == 0 {
+		return nil
+	}
+	sel, err := labels.Parse(fmt.Sprintf("%s=%s,%s=%s,%s!=%d",
+		mlv1.LabelTrainingJob, job.Name, mlv1.LabelManagedBy, mlv1.ManagedByValue, mlv1.LabelRestartAttempt, g.attempt))
+	if err != nil {
+		return fmt.Errorf("selecting the pods of earlier attempts: %w", err)
+	}
+	if err := r.client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(job.Namespace),
+		client.MatchingLabelsSelector{Selector: sel}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the %d pods of earlier attempts (%s): %w", len(doomed), sel, err)
+	}
+	for _, pod := range doomed {
+		r.expect.deleted(job.UID, pod.UID, now)
+	}
+	return nil
 }
 
 // deletePods deletes pods that are not already being deleted.

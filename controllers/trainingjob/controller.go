@@ -41,7 +41,7 @@ import (
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=ml.example.com,resources=trainingjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete;deletecollection
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=get
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create
@@ -98,7 +98,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 }
 
 // SetupWithManager watches TrainingJobs, their pods, Services, ConfigMaps
-// and PVCs, the deletion of Nodes (metadata only) that run their pods, and
+// and PVCs, the deletion and cordoning of Nodes that run their pods, and
 // Namespaces (metadata only, for the cache: see terminating.go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return namespaces.Watch(ctrl.NewControllerManagedBy(mgr)).
@@ -109,17 +109,27 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		// A retained checkpoint PVC has no owner reference: map it by label.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(jobOfLabel)).
-		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
+		// Nodes are cached trimmed to their identity and cordon
+		// (internal/manager's node transform).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode),
 			builder.WithPredicates(predicate.Funcs{
 				// Heartbeats change nodes all the time; only a node going away
-				// matters here. NotReady is seen through the pods' Ready condition.
+				// or being cordoned for a drain matters here. NotReady is seen
+				// through the pods' Ready condition.
 				CreateFunc:  func(event.CreateEvent) bool { return false },
-				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				UpdateFunc:  func(e event.UpdateEvent) bool { return newlyCordoned(e.ObjectOld, e.ObjectNew) },
 				DeleteFunc:  func(event.DeleteEvent) bool { return true },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.cfg.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// newlyCordoned reports a node update that cordoned it (cordonOf).
+func newlyCordoned(old, updated client.Object) bool {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := updated.(*corev1.Node)
+	return ok1 && ok2 && cordonOf(n) != "" && cordonOf(o) == ""
 }
 
 // jobOfLabel maps a child to the job named in its LabelTrainingJob.

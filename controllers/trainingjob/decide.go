@@ -95,8 +95,9 @@ func decide(g gangState) decision {
 	all := append(append([]*corev1.Pod(nil), pods...), sortedByRank(g.ps)...)
 
 	var recheck time.Time
+	actOnCordon := !toleratesCordon(spec.Scheduling.Tolerations)
 	for _, p := range all {
-		if reason, msg, ok := disruptionOf(p, g.nodes, g.now, g.nodeGrace, &recheck); ok {
+		if reason, msg, ok := disruptionOf(p, g.nodes, g.now, g.nodeGrace, actOnCordon, &recheck); ok {
 			return decision{kind: restartForDisruption, reason: reason, message: msg}
 		}
 	}
@@ -198,9 +199,13 @@ var disruptionReasons = map[string]string{
 	"UnexpectedAdmissionError": mlv1.ReasonEvicted,
 }
 
-// disruptionOf reports whether a pod was disrupted, and why. recheck is moved
-// earlier when the pod's node is NotReady but still inside the grace period.
-func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace time.Duration, recheck *time.Time) (string, string, bool) {
+// disruptionOf reports whether a pod was disrupted, or is about to be, and
+// why. recheck is moved earlier when the pod's node is NotReady but still
+// inside the grace period. With actOnCordon, an unfinished pod on a node
+// cordoned for a drain is a disruption before the drain evicts it: the
+// gang is ended gracefully at once, every rank with its whole
+// terminationGracePeriodSeconds to save a checkpoint.
+func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace time.Duration, actOnCordon bool, recheck *time.Time) (string, string, bool) {
 	who := describePod(p)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
@@ -231,6 +236,10 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 			}
 			if !at.IsZero() && (recheck.IsZero() || at.Before(*recheck)) {
 				*recheck = at
+			}
+			if n.cordoned != "" && actOnCordon && !isTerminal(p) {
+				return mlv1.ReasonNodeCordoned, fmt.Sprintf("%s: node %s is cordoned (%s) for a drain; ending the gang gracefully before its pods are evicted",
+					who, p.Spec.NodeName, n.cordoned), true
 			}
 		}
 	}

@@ -191,6 +191,33 @@ func TestDecide(t *testing.T) {
 			wantKind: keepGoing,
 		},
 		{
+			name:       "a node cordoned for a drain ends the gang before the eviction",
+			job:        jobWith(mlv1.RestartPolicyNever, 3),
+			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
+			nodes:      map[string]nodeInfo{"n1": {cordoned: "spec.unschedulable"}},
+			wantKind:   restartForDisruption,
+			wantReason: mlv1.ReasonNodeCordoned,
+			wantInMsg:  "rank 1 (pod bert-worker-1): node n1 is cordoned (spec.unschedulable) for a drain",
+		},
+		{
+			name: "a gang that tolerates the cordon would come back to the node: not acted on",
+			job: func() *mlv1.TrainingJob {
+				j := jobWith(mlv1.RestartPolicyOnFailure, 0)
+				j.Spec.Scheduling.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+				return j
+			}(),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1")) },
+			nodes:    map[string]nodeInfo{"n1": {cordoned: "spec.unschedulable"}},
+			wantKind: keepGoing,
+		},
+		{
+			name:     "a finished rank on a cordoned node is not a disruption",
+			job:      jobWith(mlv1.RestartPolicyOnFailure, 0),
+			pods:     func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, onNode("n1"), phase(corev1.PodSucceeded)) },
+			nodes:    map[string]nodeInfo{"n1": {cordoned: "spec.unschedulable"}},
+			wantKind: keepGoing,
+		},
+		{
 			name:       "a pod deleted by someone else is a disruption",
 			job:        jobWith(mlv1.RestartPolicyOnFailure, 0),
 			pods:       func(j *mlv1.TrainingJob) []*corev1.Pod { return gang(j, 1, deleting()) },
@@ -386,5 +413,45 @@ func TestPodNumWorkersAndLabels(t *testing.T) {
 	}
 	if p.Labels[mlv1.LabelRestartAttempt] != strconv.Itoa(3) || p.Labels[mlv1.LabelNumWorkers] != "2" {
 		t.Errorf("labels %v", p.Labels)
+	}
+}
+
+// A node is cordoned by spec.unschedulable or by the unschedulable
+// NoSchedule taint alone; a gang is only exempt when its tolerations let
+// the scheduler put it back on such a node.
+func TestCordonOfAndTolerations(t *testing.T) {
+	taint := func(key string, effect corev1.TaintEffect) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: effect}}}}
+	}
+	for name, tc := range map[string]struct {
+		node *corev1.Node
+		want string
+	}{
+		"schedulable":                 {&corev1.Node{}, ""},
+		"spec.unschedulable":          {&corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}}, "spec.unschedulable"},
+		"the unschedulable taint":     {taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule), "taint node.kubernetes.io/unschedulable"},
+		"another NoSchedule taint":    {taint("nvidia.com/gpu", corev1.TaintEffectNoSchedule), ""},
+		"the key with another effect": {taint(corev1.TaintNodeUnschedulable, corev1.TaintEffectPreferNoSchedule), ""},
+	} {
+		if got := cordonOf(tc.node); got != tc.want {
+			t.Errorf("%s: cordonOf = %q, want %q", name, got, tc.want)
+		}
+	}
+	for name, tc := range map[string]struct {
+		tolerations []corev1.Toleration
+		want        bool
+	}{
+		"none":                  {nil, false},
+		"the GPU toleration":    {[]corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, false},
+		"everything":            {[]corev1.Toleration{{Operator: corev1.TolerationOpExists}}, true},
+		"every NoExecute only":  {[]corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}, false},
+		"the unschedulable key": {[]corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}, true},
+		"the key, Equal, no value": {[]corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpEqual,
+			Effect: corev1.TaintEffectNoSchedule}}, true},
+		"the key, another value": {[]corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Value: "x"}}, false},
+	} {
+		if got := toleratesCordon(tc.tolerations); got != tc.want {
+			t.Errorf("%s: toleratesCordon = %t, want %t", name, got, tc.want)
+		}
 	}
 }

@@ -161,6 +161,9 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, s
 			Tolerations:        tolerations,
 			Affinity:           spec.Scheduling.Affinity,
 			SecurityContext:    podSC,
+			// How long SIGTERM precedes SIGKILL when the gang is ended: the
+			// trainer's time to save a checkpoint (unset: the pod default).
+			TerminationGracePeriodSeconds: copyInt64(spec.Template.TerminationGracePeriodSeconds),
 		},
 	}
 	if q := spec.Scheduling.QueueName; q != "" {
@@ -172,6 +175,15 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, s
 		onRankZerosNode(pod, job, attempt)
 	}
 	return pod
+}
+
+// copyInt64 is a copy of p, so that a pod never shares memory with its job.
+func copyInt64(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // onRankZerosNode adds to pod a required affinity for the node of rank 0's

@@ -209,6 +209,8 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 		VolumeMounts:       []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
 		SecurityContext:    &corev1.SecurityContext{Privileged: ptr.To(true)},
 		PodSecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(0))},
+		// The time a trainer has to save its checkpoint at SIGTERM.
+		TerminationGracePeriodSeconds: ptr.To(int64(120)),
 	}
 	job.Status.LastCheckpoint = &mlv1.CheckpointStatus{Epoch: 4}
 
@@ -219,9 +221,10 @@ func TestDesiredWorkerPodTemplateAndScheduling(t *testing.T) {
 		ServiceAccountName: "trainer", ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}},
 		SchedulerName: "volcano", PriorityClassName: "high",
 		// Without GPUs: no GPU selector and no GPU toleration.
-		NodeSelector:    map[string]string{"zone": "a"},
-		Tolerations:     []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
-		SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(0))},
+		NodeSelector:                  map[string]string{"zone": "a"},
+		Tolerations:                   []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
+		SecurityContext:               &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(0))},
+		TerminationGracePeriodSeconds: ptr.To(int64(120)),
 		Volumes: []corev1.Volume{
 			{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: "checkpoints", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared-ckpt"}}},

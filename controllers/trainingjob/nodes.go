@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -22,6 +21,47 @@ type nodeInfo struct {
 	// notReadySince is when the node's Ready condition stopped being True;
 	// zero when it is ready or unknown.
 	notReadySince time.Time
+	// cordoned says how the node was cordoned for a drain
+	// (cordonOf); empty when it is schedulable.
+	cordoned string
+}
+
+// cordonOf says how a node is cordoned: "spec.unschedulable" (kubectl
+// cordon and kubectl drain set it), "taint node.kubernetes.io/unschedulable"
+// (what the node lifecycle controller mirrors it into, and what some
+// drain tools set alone), or "" for a schedulable node. Only these two
+// fields of a Node are cached (internal/manager's node transform).
+func cordonOf(node *corev1.Node) string {
+	if node.Spec.Unschedulable {
+		return "spec.unschedulable"
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnschedulable && t.Effect == corev1.TaintEffectNoSchedule {
+			return "taint " + corev1.TaintNodeUnschedulable
+		}
+	}
+	return ""
+}
+
+// toleratesCordon reports tolerations that let the scheduler place a pod
+// on a cordoned node (the node.kubernetes.io/unschedulable NoSchedule
+// taint, which carries no value): such a gang would come back to the
+// node it was taken off, so a cordon is not acted on for it (a drain's
+// evictions still are).
+func toleratesCordon(tolerations []corev1.Toleration) bool {
+	for _, t := range tolerations {
+		if t.Effect != "" && t.Effect != corev1.TaintEffectNoSchedule {
+			continue
+		}
+		switch {
+		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
+			return true
+		case t.Key == corev1.TaintNodeUnschedulable &&
+			(t.Operator == corev1.TolerationOpExists || t.Value == ""):
+			return true
+		}
+	}
+	return false
 }
 
 // lost reports whether a node counts as lost at now, and when it will if it
@@ -76,10 +116,12 @@ func (r *Reconciler) forceDeleteStuck(ctx context.Context, p *pass, pods []*core
 	return errors.Join(errs...)
 }
 
-// nodeInfos looks up the nodes the pods are bound to. Presence comes from the
-// metadata cache (confirmed uncached before a node is called gone); readiness
-// is read uncached, and only for nodes whose running pods lost their Ready
-// condition, which the node lifecycle controller does when a node goes NotReady.
+// nodeInfos looks up the nodes the pods are bound to. Presence and the
+// cordon come from the cache, which keeps of a Node only its identity,
+// spec.unschedulable and the unschedulable taint (a node missing there is
+// confirmed uncached before it is called gone); readiness is read uncached,
+// and only for nodes whose running pods lost their Ready condition, which
+// the node lifecycle controller does when a node goes NotReady.
 func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[string]nodeInfo, error) {
 	suspect := map[string]bool{}
 	names := map[string]bool{}
@@ -94,9 +136,8 @@ func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[str
 	}
 	infos := make(map[string]nodeInfo, len(names))
 	for name := range names {
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-		err := r.client.Get(ctx, client.ObjectKey{Name: name}, meta)
+		cached := &corev1.Node{}
+		err := r.client.Get(ctx, client.ObjectKey{Name: name}, cached)
 		if apierrors.IsNotFound(err) {
 			node := &corev1.Node{}
 			err = r.apiReader.Get(ctx, client.ObjectKey{Name: name}, node)
@@ -105,7 +146,7 @@ func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[str
 				continue
 			}
 			if err == nil {
-				infos[name] = readinessOf(node)
+				infos[name] = infoOf(node)
 				continue
 			}
 		}
@@ -113,7 +154,7 @@ func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[str
 			return nil, fmt.Errorf("reading node %s: %w", name, err)
 		}
 		if !suspect[name] {
-			infos[name] = nodeInfo{}
+			infos[name] = nodeInfo{cordoned: cordonOf(cached)}
 			continue
 		}
 		node := &corev1.Node{}
@@ -124,9 +165,16 @@ func (r *Reconciler) nodeInfos(ctx context.Context, pods []*corev1.Pod) (map[str
 			}
 			return nil, fmt.Errorf("reading node %s: %w", name, err)
 		}
-		infos[name] = readinessOf(node)
+		infos[name] = infoOf(node)
 	}
 	return infos, nil
+}
+
+// infoOf is what a whole Node (read uncached) says: its readiness and cordon.
+func infoOf(node *corev1.Node) nodeInfo {
+	info := readinessOf(node)
+	info.cordoned = cordonOf(node)
+	return info
 }
 
 // readinessOf is when a node's Ready condition stopped being True.

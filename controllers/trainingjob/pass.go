@@ -116,7 +116,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *pass) error {
 		return nil
 	}
 	g := splitByAttempt(obs.pods, p.job.Status.Attempt())
-	if err := r.deletePods(ctx, p.job, g.stale, p.now); err != nil {
+	if err := r.deleteStale(ctx, p.job, g, p.now); err != nil {
 		return err
 	}
 	if err := r.observePlacement(ctx, p); err != nil {

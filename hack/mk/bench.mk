@@ -17,7 +17,7 @@ BENCH_QPS ?= 50
 BENCH_BURST ?= 100
 # Worker-pod counts for the memory readings, gang sizes for the restart time.
 BENCH_MEMORY_PODS ?= 0,1000,4000
-BENCH_RESTART_RANKS ?= 8,64
+BENCH_RESTART_RANKS ?= 8,64,512,1024
 # Anything else, e.g. BENCH_FLAGS="--gpus-per-worker=1 --skip=memory".
 BENCH_FLAGS ?=
 

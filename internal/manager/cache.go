@@ -22,11 +22,12 @@ import (
 //     when a write leaves them out.
 //   - a pod keeps only what the controllers read from it (trimPod).
 //
-// Namespaces are the one kind cached without a label selector (they are not
-// ours): the controllers watch their metadata only, to see a namespace being
-// deleted before they create anything in it, and a cached namespace keeps
-// only its name, UID, resourceVersion, deletion timestamp and Istio mesh
-// labels (trimNamespace).
+// Namespaces and Nodes are the kinds cached without a label selector (they
+// are not ours). The controllers watch namespaces' metadata only, to see a
+// namespace being deleted before they create anything in it, and a cached
+// namespace keeps only its name, UID, resourceVersion, deletion timestamp
+// and Istio mesh labels (trimNamespace). A cached Node keeps only its
+// identity and whether it is cordoned (trimNode).
 var (
 	stripManagedFields = cache.TransformStripManagedFields()
 )
@@ -192,7 +193,37 @@ func trimNamespace(ns *metav1.PartialObjectMetadata) *metav1.PartialObjectMetada
 	}}
 }
 
+// transformNode is the cache's transform for Nodes.
+func transformNode(obj any) (any, error) {
+	if node, ok := obj.(*corev1.Node); ok {
+		return trimNode(node), nil
+	}
+	// A tombstone passes as is.
+	return obj, nil
+}
+
+// trimNode keeps what the TrainingJob controller reads from a cached Node:
+// that it exists (name, UID, resourceVersion, deletion timestamp) and
+// whether it is cordoned for a drain, spec.unschedulable and the
+// node.kubernetes.io/unschedulable taint (trainingjob's cordonOf). Labels,
+// annotations, the other taints and the whole status (conditions,
+// addresses, images, capacity: most of a Node, and what its heartbeats
+// change) are dropped; the rare readiness check reads a Node uncached.
+func trimNode(node *corev1.Node) *corev1.Node {
+	out := &corev1.Node{TypeMeta: node.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, DeletionTimestamp: node.DeletionTimestamp,
+	}}
+	out.Spec.Unschedulable = node.Spec.Unschedulable
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnschedulable {
+			out.Spec.Taints = append(out.Spec.Taints, t)
+		}
+	}
+	return out
+}
+
 var (
 	_ toolscache.TransformFunc = transformPod
 	_ toolscache.TransformFunc = transformNamespace
+	_ toolscache.TransformFunc = transformNode
 )

@@ -178,3 +178,38 @@ func TestTransformNamespaceKeepsTheDeletionTimestamp(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, full, out)
 }
+
+// A cached Node keeps its identity and its cordon (spec.unschedulable, the
+// unschedulable taint), which is all the TrainingJob controller reads of
+// it; its labels, other taints and whole status (what heartbeats change)
+// are dropped. A tombstone passes as is.
+func TestTransformNodeKeepsTheCordon(t *testing.T) {
+	now := metav1.Now()
+	cordon := corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now}
+	in := &corev1.Node{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", UID: "u1", ResourceVersion: "9", DeletionTimestamp: &now,
+			Labels:        map[string]string{"kubernetes.io/hostname": "gpu-1", "node.example.com/gpu": "true"},
+			Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24", Unschedulable: true,
+			Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}, cordon}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: now}},
+			Capacity:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+			Images:     []corev1.ContainerImage{{Names: []string{"example.com/trainer:1"}, SizeBytes: 1 << 30}},
+		},
+	}
+	out, err := transformNode(in.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, &corev1.Node{
+		TypeMeta:   in.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", UID: "u1", ResourceVersion: "9", DeletionTimestamp: &now},
+		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{cordon}},
+	}, out)
+
+	tomb := toolscache.DeletedFinalStateUnknown{Key: "gpu-1", Obj: in}
+	out, err = transformNode(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, out)
+}

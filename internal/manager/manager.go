@@ -131,8 +131,8 @@ func New(cfg *rest.Config, opts *Options) (ctrl.Manager, error) {
 
 // CacheOptions are the manager's cache options: only the children this
 // operator labels are cached, without their managedFields, pods only with
-// what the controllers read, and namespaces only with their deletion
-// timestamp (cache.go).
+// what the controllers read, namespaces only with their deletion
+// timestamp and nodes only with their cordon (cache.go).
 func CacheOptions(opts *Options) cache.Options {
 	narrow := cache.ByObject{Label: managedSelector}
 	narrowPods := cache.ByObject{Label: managedSelector, Transform: transformPod}
@@ -149,6 +149,8 @@ func CacheOptions(opts *Options) cache.Options {
 			&autoscalingv2.HorizontalPodAutoscaler{}: narrow,
 			// Metadata only (controllers/namespaces); not ours, so no selector.
 			&corev1.Namespace{}: {Transform: transformNamespace},
+			// Not ours either: trimmed to the identity and the cordon.
+			&corev1.Node{}: {Transform: transformNode},
 		},
 	}
 }

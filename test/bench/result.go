@@ -232,11 +232,46 @@ func slope(xs, ys []float64) float64 {
 
 // RestartRun is the gang restart time at one size, in seconds.
 type RestartRun struct {
-	Ranks   int       `json:"ranks"`
-	Seconds []float64 `json:"seconds"`
+	// Ranks is the gang's WORLD_SIZE: Pods x NProcPerNode (gangShape).
+	Ranks        int       `json:"ranks"`
+	Pods         int       `json:"pods,omitempty"`
+	NProcPerNode int       `json:"nprocPerNode,omitempty"`
+	Seconds      []float64 `json:"seconds"`
 	// FirstPodToRunning is from the next attempt's first pod to all of them
 	// Running: the part after the backoff.
 	FirstPodToRunning []float64 `json:"firstPodToRunningSeconds"`
+	// ExcludingBackoff is Seconds without the restart backoff's wait
+	// (RestartSteps.BackoffWait).
+	ExcludingBackoff []float64 `json:"excludingBackoffSeconds,omitempty"`
+	// Steps splits each restart.
+	Steps []RestartSteps `json:"steps,omitempty"`
+	// ManagerWrites are the manager's requests other than GET from the
+	// gang Running before the failure to the next gang Running, by
+	// "<method> <code>" (rest_client_requests_total), and WritesBeyondPods
+	// their sum less the pods replaced.
+	ManagerWrites    []map[string]float64 `json:"managerWrites,omitempty"`
+	WritesBeyondPods []float64            `json:"writesBeyondPods,omitempty"`
+}
+
+// RestartSteps are the parts of one gang restart, in seconds, as the
+// benchmark's watches saw them: the failure seen -> the job Restarting
+// (the decision's status write) -> the old gang's last pod gone -> the new
+// gang's first pod (BackoffWait of it is the backoff) -> its last pod
+// created -> bound -> Running.
+type RestartSteps struct {
+	FailedToDecided      float64 `json:"failedToDecided"`
+	DecidedToOldGone     float64 `json:"decidedToOldGone"`
+	OldGoneToFirstNew    float64 `json:"oldGoneToFirstNew"`
+	BackoffWait          float64 `json:"backoffWait"`
+	FirstNewToAllSeen    float64 `json:"firstNewToAllCreated"`
+	AllSeenToAllBound    float64 `json:"allCreatedToAllBound"`
+	AllBoundToAllRunning float64 `json:"allBoundToAllRunning"`
+}
+
+// String is the steps in one line.
+func (s RestartSteps) String() string {
+	return fmt.Sprintf("decided %.2fs, old gang gone %.2fs, first new pod %.2fs (backoff %.2fs), all created %.2fs, all bound %.2fs, all Running %.2fs",
+		s.FailedToDecided, s.DecidedToOldGone, s.OldGoneToFirstNew, s.BackoffWait, s.FirstNewToAllSeen, s.AllSeenToAllBound, s.AllBoundToAllRunning)
 }
 
 func describeMachine() Machine {
@@ -479,9 +514,21 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
 	}
 	for _, x := range r.Restart {
-		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",
-			x.Ranks, spread(Summarize(x.Seconds), "s", 2), firstRestartBackoff)
+		fmt.Fprintf(tw, "restart at %d ranks (%d pods x %d)\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",
+			x.Ranks, x.Pods, x.NProcPerNode, spread(Summarize(x.Seconds), "s", 2), firstRestartBackoff)
+		if len(x.ExcludingBackoff) > 0 {
+			fmt.Fprintf(tw, "\tthe same, backoff excluded\t%s\n", spread(Summarize(x.ExcludingBackoff), "s", 2))
+		}
 		fmt.Fprintf(tw, "\tnext attempt's first pod -> all Running\t%s\n", spread(Summarize(x.FirstPodToRunning), "s", 2))
+		for i, st := range x.Steps {
+			fmt.Fprintf(tw, "\trepeat %d, step by step\t%s\n", i, st)
+		}
+		if len(x.WritesBeyondPods) > 0 {
+			fmt.Fprintf(tw, "\tmanager writes beyond the %d pods replaced\t%s\n", x.Pods, spread(Summarize(x.WritesBeyondPods), "", 0))
+		}
+		for i, w := range x.ManagerWrites {
+			fmt.Fprintf(tw, "\trepeat %d, manager writes\t%v\n", i, w)
+		}
 	}
 	tw.Flush()
 }

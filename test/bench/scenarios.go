@@ -817,7 +817,8 @@ func (r *run) checkpoint(res *Result) {
 }
 
 // restart measures a rank failure -> the next attempt's pods all Running,
-// at each gang size, Repeats times.
+// at each gang size, Repeats times: in all, without the backoff, and step
+// by step (restartSteps), with the manager's writes in between.
 func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 	ns := "restart"
 	if err := r.newNamespace(ctx, ns); err != nil {
@@ -825,35 +826,90 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 	}
 	var out []RestartRun
 	for _, ranks := range r.cfg.RestartRanks {
-		rr := RestartRun{Ranks: ranks}
+		pods, nproc := gangShape(ranks)
+		rr := RestartRun{Ranks: ranks, Pods: pods, NProcPerNode: nproc}
 		for rep := range r.cfg.Repeats {
 			name := fmt.Sprintf("restart-%d-%d", ranks, rep)
+			// Rank 0 fails once the whole gang has had time to start, also
+			// on a loaded machine (64 pods took 6 s to create at a load
+			// average of 20): 20 s plus 200 ms per pod.
+			failAfter := 20*time.Second + time.Duration(pods)*200*time.Millisecond
 			ann := map[string]string{
 				"sim.ml.example.com/fail-rank":    "0",
 				"sim.ml.example.com/fail-attempt": "0",
-				"sim.ml.example.com/fail-after":   "3s",
+				"sim.ml.example.com/fail-after":   failAfter.String(),
 			}
-			if err := r.env.Client.Create(ctx, r.job(ns, name, ranks, ann)); err != nil {
+			job := r.job(ns, name, pods, ann)
+			job.Spec.NProcPerNode = ptr.To(int32(nproc))
+			if err := r.env.Client.Create(ctx, job); err != nil {
 				return nil, err
 			}
+			if _, err := waitUntil(ctx, 5*time.Minute, name+" Running", func() bool {
+				_, running := r.tracker.GangPods(ns, name, 0)
+				_, failed := r.tracker.FailedAt(ns, name+"-worker-0", 0)
+				return failed || (running == pods && r.tracker.JobState(ns, name) == mlv1.StateRunning)
+			}); err != nil {
+				return nil, err
+			}
+			mgrBefore, err := r.env.ManagerMetrics(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, failed := r.tracker.FailedAt(ns, name+"-worker-0", 0); failed {
+				return nil, fmt.Errorf("%s: rank 0 failed (after %s) before the gang was Running and measured", name, failAfter)
+			}
 			var failedAt time.Time
-			if _, err := waitUntil(ctx, 3*time.Minute, name+"-worker-0 Failed", func() bool {
+			if _, err := waitUntil(ctx, 3*time.Minute+failAfter, name+"-worker-0 Failed", func() bool {
 				var ok bool
 				failedAt, ok = r.tracker.FailedAt(ns, name+"-worker-0", 0)
 				return ok
 			}); err != nil {
 				return nil, err
 			}
-			at, err := waitUntil(ctx, 3*time.Minute, name+"'s attempt 1 Running", func() bool {
+			at, err := waitUntil(ctx, 5*time.Minute, name+"'s attempt 1 Running", func() bool {
 				_, running := r.tracker.GangPods(ns, name, 1)
-				return running == ranks
+				return running == pods
 			})
 			if err != nil {
 				return nil, err
 			}
-			rr.Seconds = append(rr.Seconds, at.Sub(failedAt).Seconds())
+			if _, err := waitUntil(ctx, time.Minute, name+" Running again", func() bool {
+				return r.tracker.JobState(ns, name) == mlv1.StateRunning
+			}); err != nil {
+				return nil, err
+			}
+			time.Sleep(2 * time.Second) // the last batched status write
+			mgrAfter, err := r.env.ManagerMetrics(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+				return nil, err
+			}
+			steps, err := r.restartSteps(ns, name, pods, failedAt, job)
+			if err != nil {
+				return nil, err
+			}
+			total := at.Sub(failedAt).Seconds()
+			rr.Seconds = append(rr.Seconds, total)
 			rr.FirstPodToRunning = append(rr.FirstPodToRunning, at.Sub(r.tracker.GangSeen(ns, name, 1)).Seconds())
-			if err := r.env.Client.Delete(ctx, r.job(ns, name, ranks, nil)); err != nil {
+			rr.ExcludingBackoff = append(rr.ExcludingBackoff, total-steps.BackoffWait)
+			rr.Steps = append(rr.Steps, steps)
+			writes := map[string]float64{}
+			prev := clientRequests(mgrBefore)
+			sum := 0.0
+			for k, v := range clientRequests(mgrAfter) {
+				method, _, _ := strings.Cut(k, " ")
+				if d := v - prev[k]; d > 0 && method != "GET" {
+					writes[k] = d
+					sum += d
+				}
+			}
+			rr.ManagerWrites = append(rr.ManagerWrites, writes)
+			rr.WritesBeyondPods = append(rr.WritesBeyondPods, sum-float64(pods))
+			r.logf("restart at %d ranks (%d pods x %d processes): %.2f s, %.2f s without the backoff; %v; manager writes %v",
+				ranks, pods, nproc, total, total-steps.BackoffWait, steps, writes)
+			if err := r.env.Client.Delete(ctx, r.job(ns, name, pods, nil)); err != nil {
 				return nil, err
 			}
 			if err := r.cleanup(ctx, ns); err != nil {
@@ -864,6 +920,65 @@ func (r *run) restart(ctx context.Context) ([]RestartRun, error) {
 		r.logf("restart at %d ranks: %v s", ranks, rr.Seconds)
 	}
 	return out, nil
+}
+
+// gangShape is the pods and processes per pod (torchrun's nprocPerNode) of
+// a gang of ranks ranks (WORLD_SIZE): one pod per rank up to
+// mlv1.MaxNumWorkers pods, the API's bound; a bigger gang runs the fewest
+// processes per pod, a power of two, that keep it within the bound (512
+// ranks: 64 pods x 8, one process per GPU of an 8-GPU node; 1,024: 64 x 16).
+// The restart's cost is in its pods.
+func gangShape(ranks int) (pods, nproc int) {
+	nproc = 1
+	for (ranks+nproc-1)/nproc > mlv1.MaxNumWorkers {
+		nproc *= 2
+	}
+	return (ranks + nproc - 1) / nproc, nproc
+}
+
+// restartSteps splits one restart, as the watches saw it, from the failure
+// to the new gang all Running. The backoff wait is the part of the time
+// between the old gang being gone and the new one's first pod that falls
+// before the backoff's end (status.lastRestartTime + the first restart's
+// backoff, the moment the controller may create the new gang).
+func (r *run) restartSteps(ns, name string, ranks int, failedAt time.Time, job *mlv1.TrainingJob) (RestartSteps, error) {
+	decided, ok := r.tracker.StateAt(ns, name, mlv1.StateRestarting)
+	if !ok {
+		return RestartSteps{}, fmt.Errorf("%s: the watch never saw state Restarting", name)
+	}
+	old, next := r.tracker.Gang(ns, name, 0, ranks), r.tracker.Gang(ns, name, 1, ranks)
+	first := r.tracker.GangSeen(ns, name, 1)
+	if old.LastGone.IsZero() || next.LastSeen.IsZero() || next.LastBound.IsZero() || next.LastRunning.IsZero() || first.IsZero() {
+		return RestartSteps{}, fmt.Errorf("%s: the watch missed a step of the restart: %+v %+v", name, old, next)
+	}
+	if job.Status.LastRestartTime == nil {
+		return RestartSteps{}, fmt.Errorf("%s: no status.lastRestartTime", name)
+	}
+	backoffEnd := job.Status.LastRestartTime.Add(firstRestartBackoff)
+	waitFrom := old.LastGone
+	if failedAt.After(waitFrom) {
+		waitFrom = failedAt
+	}
+	wait := 0.0
+	if until := minTime(first, backoffEnd); until.After(waitFrom) {
+		wait = until.Sub(waitFrom).Seconds()
+	}
+	return RestartSteps{
+		FailedToDecided:      decided.Sub(failedAt).Seconds(),
+		DecidedToOldGone:     old.LastGone.Sub(decided).Seconds(),
+		OldGoneToFirstNew:    first.Sub(old.LastGone).Seconds(),
+		BackoffWait:          wait,
+		FirstNewToAllSeen:    next.LastSeen.Sub(first).Seconds(),
+		AllSeenToAllBound:    next.LastBound.Sub(next.LastSeen).Seconds(),
+		AllBoundToAllRunning: next.LastRunning.Sub(next.LastBound).Seconds(),
+	}, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -39,6 +39,11 @@ type Tracker struct {
 	gangSeen map[string]time.Time
 	// boundAt is when a pod was first seen bound to a node (namespace/name/attempt).
 	boundAt map[string]time.Time
+	// seenAt, runningAt and goneAt are when a pod was first seen, first
+	// seen Running and seen deleted (namespace/name/attempt).
+	seenAt, runningAt, goneAt map[string]time.Time
+	// stateAt is when a job was first seen in a state (namespace/name/state).
+	stateAt map[string]time.Time
 }
 
 // StartTracker starts the watches and waits for their caches to sync.
@@ -57,6 +62,8 @@ func StartTracker(ctx context.Context, cfg *rest.Config) (*Tracker, error) {
 		failedAt: map[string]time.Time{},
 		gangSeen: map[string]time.Time{},
 		boundAt:  map[string]time.Time{},
+		seenAt:   map[string]time.Time{}, runningAt: map[string]time.Time{}, goneAt: map[string]time.Time{},
+		stateAt: map[string]time.Time{},
 	}
 	podInf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
@@ -111,6 +118,12 @@ func (t *Tracker) setPod(o any) {
 	if _, seen := t.boundAt[key]; !seen && p.Spec.NodeName != "" {
 		t.boundAt[key] = time.Now()
 	}
+	if _, seen := t.seenAt[key]; !seen {
+		t.seenAt[key] = time.Now()
+	}
+	if _, seen := t.runningAt[key]; !seen && p.Status.Phase == corev1.PodRunning {
+		t.runningAt[key] = time.Now()
+	}
 	if p.Status.Phase == corev1.PodFailed {
 		if _, seen := t.failedAt[key]; !seen {
 			t.failedAt[key] = time.Now()
@@ -129,6 +142,10 @@ func (t *Tracker) deletePod(o any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.pods[p.Namespace], p.Name)
+	key := p.Namespace + "/" + p.Name + "/" + p.Labels[mlv1.LabelRestartAttempt]
+	if _, seen := t.goneAt[key]; !seen {
+		t.goneAt[key] = time.Now()
+	}
 }
 
 func (t *Tracker) setJob(o any) {
@@ -142,6 +159,10 @@ func (t *Tracker) setJob(o any) {
 		t.jobs[j.Namespace] = map[string]mlv1.TrainingJobState{}
 	}
 	t.jobs[j.Namespace][j.Name] = j.Status.State
+	key := j.Namespace + "/" + j.Name + "/" + string(j.Status.State)
+	if _, seen := t.stateAt[key]; !seen {
+		t.stateAt[key] = time.Now()
+	}
 }
 
 func (t *Tracker) deleteJob(o any) {
@@ -301,4 +322,54 @@ func (t *Tracker) GangBound(ns, job string, attempt int) (first, last time.Time,
 		}
 	}
 	return first, last, bound
+}
+
+// StateAt is when job was first seen in state.
+func (t *Tracker) StateAt(ns, job string, state mlv1.TrainingJobState) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.stateAt[ns+"/"+job+"/"+string(state)]
+	return at, ok
+}
+
+// GangTimes are when the pods of one attempt of a job of ranks ranks
+// reached each step, the last of them to do so: seen (created), bound,
+// Running, and deleted (zero until every one has).
+type GangTimes struct {
+	LastSeen, LastBound, LastRunning, LastGone time.Time
+}
+
+// Gang reports GangTimes for job's attempt, whose pods are
+// <job>-worker-<rank> for rank 0..ranks-1.
+func (t *Tracker) Gang(ns, job string, attempt, ranks int) GangTimes {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var g GangTimes
+	latest := func(m map[string]time.Time, key string, into *time.Time, all *bool) {
+		at, ok := m[key]
+		if !ok {
+			*all = false
+			return
+		}
+		if at.After(*into) {
+			*into = at
+		}
+	}
+	seen, bound, running, gone := true, true, true, true
+	for r := range ranks {
+		key := ns + "/" + mlv1.WorkerPodName(job, int32(r)) + "/" + strconv.Itoa(attempt)
+		latest(t.seenAt, key, &g.LastSeen, &seen)
+		latest(t.boundAt, key, &g.LastBound, &bound)
+		latest(t.runningAt, key, &g.LastRunning, &running)
+		latest(t.goneAt, key, &g.LastGone, &gone)
+	}
+	for _, x := range []struct {
+		all bool
+		at  *time.Time
+	}{{seen, &g.LastSeen}, {bound, &g.LastBound}, {running, &g.LastRunning}, {gone, &g.LastGone}} {
+		if !x.all {
+			*x.at = time.Time{}
+		}
+	}
+	return g
 }

@@ -37,8 +37,8 @@ var opClient client.Client
 // real node, then runs real workloads with it side by side: a two-rank
 // PyTorch job that loses a rank, a ModelDeployment of the project's model
 // server, the users' seed manifests, and a certificate renewal under
-// admission load. Last, the manager's API calls are checked against the
-// RBAC it ships.
+// admission load. Then, alone, a two-rank job whose node is drained. Last,
+// the manager's API calls are checked against the RBAC it ships.
 func TestOperator(t *testing.T) {
 	// cert-manager's injector logs through controller-runtime's logger.
 	ctrllog.SetLogger(klog.NewKlogr())
@@ -66,6 +66,8 @@ func TestOperator(t *testing.T) {
 			})
 		}
 	})
+	// It cordons the only node, so it runs alone, after the workloads.
+	t.Run("DrainResumesFromTheStepSavedAtSIGTERM", testDrainResumesFromTheStepSavedAtSIGTERM)
 	t.Run("ManagerRBACCoversEveryCall", testManagerRBAC)
 }
 

@@ -30,9 +30,10 @@ func testManagerRBAC(t *testing.T) {
 	t.Logf("%d API calls of %s, %d distinct permissions:\n  %s", len(calls), realnode.OperatorServiceAccount, len(perms), strings.Join(perms, "\n  "))
 	denied := realnode.Forbidden(calls)
 	require.Empty(t, denied, "RBAC refused the manager (config/rbac lacks these verbs):\n  %s", strings.Join(denied, "\n  "))
-	// The calls cover what the workloads needed: pods, services, the
+	// The calls cover what the workloads needed: pods (a restarted gang
+	// goes in one deletecollection), services, the
 	// model servers' Deployments and HPAs, status writes, events.
-	for _, want := range []string{"create core/pods", "delete core/pods", "patch apps/deployments", "patch autoscaling/horizontalpodautoscalers", "update ml.example.com/trainingjobs/status", "watch core/pods", "watch ml.example.com/trainingjobs"} {
+	for _, want := range []string{"create core/pods", "deletecollection core/pods", "patch apps/deployments", "patch autoscaling/horizontalpodautoscalers", "update ml.example.com/trainingjobs/status", "watch core/pods", "watch ml.example.com/trainingjobs"} {
 		require.Contains(t, perms, want)
 	}
 

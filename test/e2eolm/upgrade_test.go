@@ -33,9 +33,11 @@ import (
 // The work the upgrade must not disturb.
 const (
 	// JobName runs one worker that sleeps JobSeconds: long enough to be
-	// running through the whole upgrade.
+	// running through the whole upgrade (the ModelDeployment's start, the
+	// approval, OLM's install of 0.2.0, the manager's rollout and 30 s of
+	// load take about 4 minutes at a load average of 20).
 	JobName    = "inflight"
-	JobSeconds = 240
+	JobSeconds = 420
 	// ModelName is served by the project's model server, two replicas.
 	ModelName = "fraud"
 )
@@ -48,9 +50,9 @@ const managerSA = "system:serviceaccount:" + realnode.OperatorNamespace + ":ml-o
 // ModelDeployment answering predictions. Both are made by 0.1.0.
 func testWorkInFlight(t *testing.T) {
 	ctx := context.Background()
-	checkpointVolume(t, work, JobName)
 	empty := ""
 	size := resource.MustParse("1Gi")
+	staticVolume(t, work, mlv1.CheckpointPVCName(JobName), size)
 	job := &mlv1.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName, Namespace: work},
 		Spec: mlv1.TrainingJobSpec{
@@ -207,6 +209,25 @@ func testUpgrade(t *testing.T) {
 	old := kubectl(t, "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work,
 		"-o", "jsonpath={.apiVersion} workers={.spec.workers} checkpointDir={.spec.checkpointDir}")
 	assert.Equal(t, "ml.example.com/v1alpha1 workers=3 checkpointDir=/ckpt", old)
+
+	// 0.2.0's new field is one v1alpha1 cannot express: a write through
+	// v1alpha1 keeps it only because 0.2.0's conversion webhook carries the
+	// v1 spec across (in an annotation that never reaches the stored
+	// object). placementTimeout may change at any time, even on a job that
+	// is not suspended.
+	out, err := kubectlIn("", "patch", "trainingjobs.v1.ml.example.com", "old-style", "-n", work,
+		"--type=merge", "-p", `{"spec":{"scheduling":{"placementTimeout":"30m"}}}`)
+	require.NoError(t, err, "setting 0.2.0's spec.scheduling.placementTimeout: %s", out)
+	out, err = kubectlIn("", "label", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work, "roundtrip=v1alpha1")
+	require.NoError(t, err, "a write through v1alpha1 after the upgrade: %s", out)
+	rt := &mlv1.TrainingJob{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: work, Name: "old-style"}, rt))
+	assert.Equal(t, "v1alpha1", rt.Labels["roundtrip"], "the write through v1alpha1")
+	if assert.NotNil(t, rt.Spec.Scheduling.PlacementTimeout, "spec.scheduling.placementTimeout was lost by the write through v1alpha1") {
+		assert.Equal(t, 30*time.Minute, rt.Spec.Scheduling.PlacementTimeout.Duration)
+	}
+	assert.NotContains(t, rt.Annotations, mlv1.AnnotationV1Spec, "the conversion's annotation reached the stored object")
+	t.Logf("old-style written through v1alpha1 under 0.2.0 keeps placementTimeout %v (labels %v)", rt.Spec.Scheduling.PlacementTimeout, rt.Labels)
 	t.Logf("kubectl get subscription,installplan,csv -n %s:\n%s", ns, kubectl(t, "get", "subscription,installplan,csv", "-n", ns))
 }
 
@@ -230,7 +251,7 @@ func testUninstall(t *testing.T) {
 		&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: JobName}},
 		&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: "old-style"}},
 		&mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: ModelName}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: JobName + "-checkpoints"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: mlv1.CheckpointPVCName(JobName)}},
 	} {
 		key := client.ObjectKeyFromObject(obj)
 		if assert.NoError(t, c.Get(ctx, key, obj), "%T %s after the uninstall", obj, key) {
@@ -310,26 +331,31 @@ func workerRunning(ctx context.Context) bool {
 	return pods.Items[0].Status.Phase == corev1.PodRunning
 }
 
-// checkpointVolume makes a hostPath PersistentVolume bound in advance to
-// the checkpoint claim the operator creates for job name (the node has no
-// dynamic provisioner).
-func checkpointVolume(t *testing.T, ns, name string) {
+// staticVolume makes a hostPath PersistentVolume of size bound in advance
+// to the claim ns/claim (the node has no dynamic provisioner). It offers
+// ReadWriteOnce and ReadWriteMany, so it binds whichever the operator asks
+// for: for one rank, or a gang on no StorageClass known to be shared, that
+// is ReadWriteOnce, which a volume offering ReadWriteMany only never binds
+// (the claim stays Pending, and so does its pod).
+func staticVolume(t *testing.T, ns, claim string, size resource.Quantity) {
 	t.Helper()
-	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+name)
+	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
 	require.NoError(t, os.MkdirAll(dir, 0o777))
 	require.NoError(t, os.Chmod(dir, 0o777))
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name + "-checkpoints"},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
 		},
 	}
+	// No cleanup: the volume must outlive the step that made it (the
+	// checkpoint PVC stays through the upgrade and the uninstall), and the
+	// node is thrown away after the suite.
 	require.NoError(t, c.Create(context.Background(), pv))
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
 }
 
 // probePod is a pod running the probe image with args, never restarted,

@@ -271,10 +271,22 @@ func testUninstall(t *testing.T) {
 	}), "webhook configurations of %s remain after the uninstall", CSV020)
 	out, err := kubectlIn("", "label", "trainingjobs.v1.ml.example.com", JobName, "-n", work, "uninstalled=true")
 	require.NoError(t, err, "a TrainingJob cannot be changed after the uninstall: %s", out)
-	// The CRD still names the conversion webhook, whose Service is gone:
-	// only v1, the stored version, can be read.
-	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work)
-	t.Logf("kubectl get trainingjobs.v1alpha1.ml.example.com old-style after the uninstall (err %v):\n%s", err, out)
+	// OLM turns the conversion webhook off when it deletes a CSV that no
+	// other CSV replaces (its Service is gone, and a CRD whose webhook
+	// cannot be called refuses every read and write): the CRD's
+	// conversion becomes None, which serves v1alpha1 by relabelling the
+	// stored v1 object. v1 reads back as it was stored.
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, poll(2*time.Minute, func() bool {
+		return c.Get(ctx, client.ObjectKey{Name: "trainingjobs.ml.example.com"}, crd) == nil &&
+			crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.NoneConverter
+	}), "the TrainingJob CRD's conversion after the uninstall: %+v", crd.Spec.Conversion)
+	v1 := kubectl(t, "get", "trainingjobs.v1.ml.example.com", "old-style", "-n", work,
+		"-o", "jsonpath={.apiVersion} numWorkers={.spec.numWorkers} checkpoint.path={.spec.checkpoint.path}")
+	assert.Equal(t, "ml.example.com/v1 numWorkers=3 checkpoint.path=/ckpt", v1)
+	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work, "-o", "yaml")
+	t.Logf("the TrainingJob CRD's conversion after the uninstall: %s; kubectl get trainingjobs.v1alpha1.ml.example.com old-style -o yaml (err %v):\n%s",
+		crd.Spec.Conversion.Strategy, err, out)
 
 	// What else remains, for docs/install.md §4.
 	out, _ = kubectlIn("", "get", "all,serviceaccounts,secrets,configmaps,roles,rolebindings,operatorgroups,installplans,subscriptions,csv", "-n", ns)

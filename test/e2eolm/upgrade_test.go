@@ -109,7 +109,7 @@ func testWorkInFlight(t *testing.T) {
 // differs from 0.1.0 as a release does: the manager is this tree's (0.1.0's
 // is built from its commit), the TrainingJob schema has a new field
 // (spec.scheduling.placementTimeout) and new rules, and the manager needs a
-// new permission (namespaces get/list/watch). Then: the CSV replaces the
+// new permission (StorageClasses get/list). Then: the CSV replaces the
 // old one, the job keeps its pod and completes without a restart, the
 // v1alpha1 object reads back, and the ModelDeployment answers every
 // request sent during the upgrade.
@@ -117,8 +117,14 @@ func testUpgrade(t *testing.T) {
 	ctx := context.Background()
 	ns := realnode.OperatorNamespace
 
-	// 0.1.0 as it runs: no namespaces permission, no placementTimeout.
-	require.False(t, managerCan(t, "list", "namespaces"), "0.1.0's manager may already list namespaces")
+	// 0.1.0 as it runs: no StorageClasses permission, no placementTimeout.
+	// (0.2.0's CSV also adds Namespaces get/list/watch, but OLM grants
+	// those to every operator of an AllNamespaces OperatorGroup with the
+	// roles it makes from the CSV: found on the real node, and in OLM's
+	// ensureSingletonRBAC. So StorageClasses are the new permission the
+	// upgrade really brings.)
+	require.False(t, managerCan(t, "list", "storage.k8s.io", "storageclasses"), "0.1.0's manager may already list StorageClasses")
+	require.True(t, managerCan(t, "list", "", "namespaces"), "OLM grants an AllNamespaces operator list on namespaces")
 	require.False(t, hasPlacementTimeout(t), "0.1.0's TrainingJob schema already has spec.scheduling.placementTimeout")
 
 	// The upgrade waits for approval.
@@ -177,7 +183,7 @@ func testUpgrade(t *testing.T) {
 	assert.Equal(t, map[string]int{"200": total.n}, total.codes, "failed predictions during the upgrade; errors: %v", total.errors)
 
 	// 0.2.0's RBAC and schema are in place.
-	assert.True(t, managerCan(t, "list", "namespaces"), "0.2.0's manager may not list namespaces")
+	assert.True(t, managerCan(t, "list", "storage.k8s.io", "storageclasses"), "0.2.0's manager may not list StorageClasses")
 	assert.True(t, hasPlacementTimeout(t), "the TrainingJob schema has no spec.scheduling.placementTimeout after the upgrade")
 
 	// The job kept its pod, unrestarted, and was running when 0.2.0 took
@@ -296,13 +302,13 @@ func testUninstall(t *testing.T) {
 }
 
 // managerCan asks the API server whether the manager's service account may
-// do verb on resource (core group) cluster-wide.
-func managerCan(t *testing.T, verb, resource string) bool {
+// do verb on resource of group ("" for core) cluster-wide.
+func managerCan(t *testing.T, verb, group, resource string) bool {
 	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:               managerSA,
 		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + realnode.OperatorNamespace},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: resource},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource},
 	}}
 	require.NoError(t, c.Create(context.Background(), sar))
 	return sar.Status.Allowed

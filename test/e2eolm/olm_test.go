@@ -95,6 +95,7 @@ func TestOLM(t *testing.T) {
 		{"ConversionWebhookServesV1alpha1", testConversion},
 		{"WorkInFlight", testWorkInFlight},
 		{"UpgradeTo0.2.0WithWorkInFlight", testUpgrade},
+		{"SamplesOfTheCSVReachTheirState", testSamples},
 		{"UninstallLeavesUserObjectsAndPVCs", testUninstall},
 	} {
 		if !t.Run(step.name, step.run) {

@@ -33,9 +33,11 @@ import (
 // The work the upgrade must not disturb.
 const (
 	// JobName runs one worker that sleeps JobSeconds: long enough to be
-	// running through the whole upgrade.
+	// running through the whole upgrade (the ModelDeployment's start, the
+	// approval, OLM's install of 0.2.0, the manager's rollout and 30 s of
+	// load take about 4 minutes at a load average of 20).
 	JobName    = "inflight"
-	JobSeconds = 240
+	JobSeconds = 420
 	// ModelName is served by the project's model server, two replicas.
 	ModelName = "fraud"
 )
@@ -48,9 +50,9 @@ const managerSA = "system:serviceaccount:" + realnode.OperatorNamespace + ":ml-o
 // ModelDeployment answering predictions. Both are made by 0.1.0.
 func testWorkInFlight(t *testing.T) {
 	ctx := context.Background()
-	checkpointVolume(t, work, JobName)
 	empty := ""
 	size := resource.MustParse("1Gi")
+	staticVolume(t, work, mlv1.CheckpointPVCName(JobName), size)
 	job := &mlv1.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName, Namespace: work},
 		Spec: mlv1.TrainingJobSpec{
@@ -107,7 +109,7 @@ func testWorkInFlight(t *testing.T) {
 // differs from 0.1.0 as a release does: the manager is this tree's (0.1.0's
 // is built from its commit), the TrainingJob schema has a new field
 // (spec.scheduling.placementTimeout) and new rules, and the manager needs a
-// new permission (namespaces get/list/watch). Then: the CSV replaces the
+// new permission (StorageClasses get/list). Then: the CSV replaces the
 // old one, the job keeps its pod and completes without a restart, the
 // v1alpha1 object reads back, and the ModelDeployment answers every
 // request sent during the upgrade.
@@ -115,8 +117,14 @@ func testUpgrade(t *testing.T) {
 	ctx := context.Background()
 	ns := realnode.OperatorNamespace
 
-	// 0.1.0 as it runs: no namespaces permission, no placementTimeout.
-	require.False(t, managerCan(t, "list", "namespaces"), "0.1.0's manager may already list namespaces")
+	// 0.1.0 as it runs: no StorageClasses permission, no placementTimeout.
+	// (0.2.0's CSV also adds Namespaces get/list/watch, but OLM grants
+	// those to every operator of an AllNamespaces OperatorGroup with the
+	// roles it makes from the CSV: found on the real node, and in OLM's
+	// ensureSingletonRBAC. So StorageClasses are the new permission the
+	// upgrade really brings.)
+	require.False(t, managerCan(t, "list", "storage.k8s.io", "storageclasses"), "0.1.0's manager may already list StorageClasses")
+	require.True(t, managerCan(t, "list", "", "namespaces"), "OLM grants an AllNamespaces operator list on namespaces")
 	require.False(t, hasPlacementTimeout(t), "0.1.0's TrainingJob schema already has spec.scheduling.placementTimeout")
 
 	// The upgrade waits for approval.
@@ -175,7 +183,7 @@ func testUpgrade(t *testing.T) {
 	assert.Equal(t, map[string]int{"200": total.n}, total.codes, "failed predictions during the upgrade; errors: %v", total.errors)
 
 	// 0.2.0's RBAC and schema are in place.
-	assert.True(t, managerCan(t, "list", "namespaces"), "0.2.0's manager may not list namespaces")
+	assert.True(t, managerCan(t, "list", "storage.k8s.io", "storageclasses"), "0.2.0's manager may not list StorageClasses")
 	assert.True(t, hasPlacementTimeout(t), "the TrainingJob schema has no spec.scheduling.placementTimeout after the upgrade")
 
 	// The job kept its pod, unrestarted, and was running when 0.2.0 took
@@ -207,6 +215,25 @@ func testUpgrade(t *testing.T) {
 	old := kubectl(t, "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work,
 		"-o", "jsonpath={.apiVersion} workers={.spec.workers} checkpointDir={.spec.checkpointDir}")
 	assert.Equal(t, "ml.example.com/v1alpha1 workers=3 checkpointDir=/ckpt", old)
+
+	// 0.2.0's new field is one v1alpha1 cannot express: a write through
+	// v1alpha1 keeps it only because 0.2.0's conversion webhook carries the
+	// v1 spec across (in an annotation that never reaches the stored
+	// object). placementTimeout may change at any time, even on a job that
+	// is not suspended.
+	out, err := kubectlIn("", "patch", "trainingjobs.v1.ml.example.com", "old-style", "-n", work,
+		"--type=merge", "-p", `{"spec":{"scheduling":{"placementTimeout":"30m"}}}`)
+	require.NoError(t, err, "setting 0.2.0's spec.scheduling.placementTimeout: %s", out)
+	out, err = kubectlIn("", "label", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work, "roundtrip=v1alpha1")
+	require.NoError(t, err, "a write through v1alpha1 after the upgrade: %s", out)
+	rt := &mlv1.TrainingJob{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: work, Name: "old-style"}, rt))
+	assert.Equal(t, "v1alpha1", rt.Labels["roundtrip"], "the write through v1alpha1")
+	if assert.NotNil(t, rt.Spec.Scheduling.PlacementTimeout, "spec.scheduling.placementTimeout was lost by the write through v1alpha1") {
+		assert.Equal(t, 30*time.Minute, rt.Spec.Scheduling.PlacementTimeout.Duration)
+	}
+	assert.NotContains(t, rt.Annotations, mlv1.AnnotationV1Spec, "the conversion's annotation reached the stored object")
+	t.Logf("old-style written through v1alpha1 under 0.2.0 keeps placementTimeout %v (labels %v)", rt.Spec.Scheduling.PlacementTimeout, rt.Labels)
 	t.Logf("kubectl get subscription,installplan,csv -n %s:\n%s", ns, kubectl(t, "get", "subscription,installplan,csv", "-n", ns))
 }
 
@@ -230,7 +257,7 @@ func testUninstall(t *testing.T) {
 		&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: JobName}},
 		&mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: "old-style"}},
 		&mlv1.ModelDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: ModelName}},
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: JobName + "-checkpoints"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: mlv1.CheckpointPVCName(JobName)}},
 	} {
 		key := client.ObjectKeyFromObject(obj)
 		if assert.NoError(t, c.Get(ctx, key, obj), "%T %s after the uninstall", obj, key) {
@@ -250,10 +277,22 @@ func testUninstall(t *testing.T) {
 	}), "webhook configurations of %s remain after the uninstall", CSV020)
 	out, err := kubectlIn("", "label", "trainingjobs.v1.ml.example.com", JobName, "-n", work, "uninstalled=true")
 	require.NoError(t, err, "a TrainingJob cannot be changed after the uninstall: %s", out)
-	// The CRD still names the conversion webhook, whose Service is gone:
-	// only v1, the stored version, can be read.
-	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work)
-	t.Logf("kubectl get trainingjobs.v1alpha1.ml.example.com old-style after the uninstall (err %v):\n%s", err, out)
+	// OLM turns the conversion webhook off when it deletes a CSV that no
+	// other CSV replaces (its Service is gone, and a CRD whose webhook
+	// cannot be called refuses every read and write): the CRD's
+	// conversion becomes None, which serves v1alpha1 by relabelling the
+	// stored v1 object. v1 reads back as it was stored.
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, poll(2*time.Minute, func() bool {
+		return c.Get(ctx, client.ObjectKey{Name: "trainingjobs.ml.example.com"}, crd) == nil &&
+			crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.NoneConverter
+	}), "the TrainingJob CRD's conversion after the uninstall: %+v", crd.Spec.Conversion)
+	v1 := kubectl(t, "get", "trainingjobs.v1.ml.example.com", "old-style", "-n", work,
+		"-o", "jsonpath={.apiVersion} numWorkers={.spec.numWorkers} checkpoint.path={.spec.checkpoint.path}")
+	assert.Equal(t, "ml.example.com/v1 numWorkers=3 checkpoint.path=/ckpt", v1)
+	out, err = kubectlIn("", "get", "trainingjobs.v1alpha1.ml.example.com", "old-style", "-n", work, "-o", "yaml")
+	t.Logf("the TrainingJob CRD's conversion after the uninstall: %s; kubectl get trainingjobs.v1alpha1.ml.example.com old-style -o yaml (err %v):\n%s",
+		crd.Spec.Conversion.Strategy, err, out)
 
 	// What else remains, for docs/install.md §4.
 	out, _ = kubectlIn("", "get", "all,serviceaccounts,secrets,configmaps,roles,rolebindings,operatorgroups,installplans,subscriptions,csv", "-n", ns)
@@ -263,13 +302,13 @@ func testUninstall(t *testing.T) {
 }
 
 // managerCan asks the API server whether the manager's service account may
-// do verb on resource (core group) cluster-wide.
-func managerCan(t *testing.T, verb, resource string) bool {
+// do verb on resource of group ("" for core) cluster-wide.
+func managerCan(t *testing.T, verb, group, resource string) bool {
 	t.Helper()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:               managerSA,
 		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + realnode.OperatorNamespace},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: resource},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource},
 	}}
 	require.NoError(t, c.Create(context.Background(), sar))
 	return sar.Status.Allowed
@@ -310,26 +349,31 @@ func workerRunning(ctx context.Context) bool {
 	return pods.Items[0].Status.Phase == corev1.PodRunning
 }
 
-// checkpointVolume makes a hostPath PersistentVolume bound in advance to
-// the checkpoint claim the operator creates for job name (the node has no
-// dynamic provisioner).
-func checkpointVolume(t *testing.T, ns, name string) {
+// staticVolume makes a hostPath PersistentVolume of size bound in advance
+// to the claim ns/claim (the node has no dynamic provisioner). It offers
+// ReadWriteOnce and ReadWriteMany, so it binds whichever the operator asks
+// for: for one rank, or a gang on no StorageClass known to be shared, that
+// is ReadWriteOnce, which a volume offering ReadWriteMany only never binds
+// (the claim stays Pending, and so does its pod).
+func staticVolume(t *testing.T, ns, claim string, size resource.Quantity) {
 	t.Helper()
-	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+name)
+	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
 	require.NoError(t, os.MkdirAll(dir, 0o777))
 	require.NoError(t, os.Chmod(dir, 0o777))
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name + "-checkpoints"},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
 		},
 	}
+	// No cleanup: the volume must outlive the step that made it (the
+	// checkpoint PVC stays through the upgrade and the uninstall), and the
+	// node is thrown away after the suite.
 	require.NoError(t, c.Create(context.Background(), pv))
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
 }
 
 // probePod is a pod running the probe image with args, never restarted,

@@ -43,6 +43,9 @@ type Result struct {
 	GangBind      []GangBindRun             `json:"gangBind,omitempty"`
 	// Peer is Kubeflow's training-operator under the same burst.
 	Peer *PeerRun `json:"peer,omitempty"`
+	// Rollout is how fast a ModelDeployment's traffic moves (a cluster of
+	// its own, whose manager reads a canned Prometheus; rollout.go).
+	Rollout *RolloutLatency `json:"rollout,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
 }
@@ -390,6 +393,10 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.NativeSpread), "s", 2))
 		fmt.Fprintf(tw, "%d plain pods\tfirst pod -> all bound\t%s\n", x.Ranks, spread(Summarize(x.PlainSeconds), "s", 2))
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
+	}
+	if x := r.Rollout; x != nil {
+		fmt.Fprintf(tw, "ModelDeployment traffic, service router (own cluster, load %.1f)\tweight 75/25 <-> 25/75 -> Ready endpoints in the new split\t%s\n", x.LoadAverage, pcts(x.SplitServed))
+		fmt.Fprintf(tw, "\tfailing analysis -> no Ready canary endpoint left\t%s\n", pcts(x.AbortToStable))
 	}
 	for _, x := range r.Restart {
 		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",

@@ -92,8 +92,12 @@ scrape_configs:
 `, promDuration(interval), promDuration(timeout), strconv.Quote(o.Namespaces))
 }
 
-// promDuration writes d as Prometheus reads durations: whole milliseconds.
+// promDuration writes d as Prometheus reads durations: whole seconds, or
+// milliseconds.
 func promDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
 	return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 }
 

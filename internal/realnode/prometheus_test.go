@@ -38,8 +38,9 @@ func TestPrometheusConfig(t *testing.T) {
 		} `json:"scrape_configs"`
 	}
 	require.NoError(t, yaml.UnmarshalStrict([]byte(PrometheusConfig(PrometheusOptions{Namespaces: "e2ereal-pd-.+", ScrapeInterval: 2 * time.Second})), &cfg))
-	require.Equal(t, "2000ms", cfg.Global.ScrapeInterval)
-	require.Equal(t, "1000ms", cfg.Global.ScrapeTimeout)
+	require.Equal(t, "2s", cfg.Global.ScrapeInterval)
+	require.Equal(t, "1s", cfg.Global.ScrapeTimeout)
+	require.Equal(t, "1500ms", promDuration(1500*time.Millisecond))
 	require.Len(t, cfg.ScrapeConfigs, 1)
 	job := cfg.ScrapeConfigs[0]
 	require.Equal(t, "model-servers", job.JobName)

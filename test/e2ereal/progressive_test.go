@@ -137,7 +137,8 @@ type steppedRollout struct {
 	// generation is the one the change made (the rollout's).
 	generation int64
 	load       *loadClient
-	// began is when the load started; changed when spec.versions changed.
+	// began is when the load, steady on v1, starts to count; changed when
+	// spec.versions changed.
 	began, changed time.Time
 }
 
@@ -148,9 +149,18 @@ func startSteppedRollout(t *testing.T, name, v2Image string) *steppedRollout {
 	md := steppedModelDeployment(ns, name)
 	require.NoError(t, opClient.Create(ctx, md))
 	got := waitRunning(t, md, 5*time.Minute, map[string]int32{"v1": 1})
-	r := &steppedRollout{md: md, began: time.Now()}
+	// v1 is the promoted set the rollout starts from.
+	require.NoError(t, poll(time.Minute, func() bool {
+		return opClient.Get(ctx, client.ObjectKeyFromObject(md), got) == nil && len(got.Status.History) > 0 &&
+			got.Status.History[0].Generation == got.Generation && got.Status.History[0].Outcome == mlv1.OutcomeSucceeded
+	}), "status.history %s", toYAML(got.Status.History))
+	r := &steppedRollout{md: md}
+	started := time.Now()
 	r.load = startLoad(t, ns, got.Status.URL+"/v1/models/fraud-detector:predict")
-	r.load.waitFor(t, r.began, 40)
+	// The load is steady (DNS answered, v1 answering) before it counts.
+	steady := r.load.waitFor(t, started, 40)
+	t.Logf("%s/%s: load client at %s; its first %d requests: by version %v, by code %v", ns, name, r.load.url, steady.Total, steady.Versions, steady.Codes)
+	r.began = time.Now()
 
 	cur := &mlv1.ModelDeployment{}
 	require.NoError(t, clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
@@ -174,26 +184,40 @@ func (r *steppedRollout) wait(t *testing.T, timeout time.Duration, what string, 
 	t.Helper()
 	ctx := context.Background()
 	got := &mlv1.ModelDeployment{}
+	var last string
 	err := poll(timeout, func() bool {
 		if opClient.Get(ctx, client.ObjectKeyFromObject(r.md), got) != nil {
 			return false
 		}
 		st := got.Status.Rollout
-		return st != nil && st.Generation == r.generation && cond(got, st)
+		if st == nil || st.Generation != r.generation {
+			return false
+		}
+		// The rollout as it goes, each change once.
+		if now := fmt.Sprintf("%s step %d (%d%%), weights %v: %s", st.Phase, st.Step, st.StepWeight, weights(got), st.Message); now != last {
+			t.Logf("+%s %s", time.Since(r.changed).Round(time.Second), now)
+			last = now
+		}
+		return cond(got, st)
 	})
 	require.NoError(t, err, "%s: status.rollout %s\nweights %v\n%s", what, toYAML(got.Status.Rollout), weights(got), node.NamespaceDiagnostics(ctx, r.md.Namespace))
 	return got
 }
 
-// logWalkthrough logs what a user sees of the rollout: kubectl get, the
-// rollout's status, the failed versions and the ModelDeployment's events.
-func (r *steppedRollout) logWalkthrough(t *testing.T, md *mlv1.ModelDeployment) {
+// logWalkthrough logs what a user sees of the rollout now: kubectl get,
+// the rollout's status, the failed versions, the history and the
+// ModelDeployment's events.
+func (r *steppedRollout) logWalkthrough(t *testing.T) {
 	t.Helper()
+	md := &mlv1.ModelDeployment{}
+	require.NoError(t, opClient.Get(context.Background(), client.ObjectKeyFromObject(r.md), md))
 	t.Logf("$ kubectl get md %s -n %s\n%s", md.Name, md.Namespace, kubectlGet("md", md.Name, "-n", md.Namespace))
 	t.Logf("status.rollout:\n%s", toYAML(md.Status.Rollout))
 	if len(md.Status.FailedVersions) > 0 {
 		t.Logf("status.failedVersions:\n%s", toYAML(md.Status.FailedVersions))
 	}
+	t.Logf("status.activeVersions:\n%s", toYAML(md.Status.ActiveVersions))
+	t.Logf("status.history:\n%s", toYAML(md.Status.History))
 	var lines []string
 	for _, e := range modelDeploymentEvents(t, md) {
 		lines = append(lines, fmt.Sprintf("%s %s %s", e.Type, e.Reason, e.Message))
@@ -223,20 +247,24 @@ func testGoodVersionPromoted(t *testing.T, prom promv1.API) {
 	require.Equal(t, int32(100), w["v2"], "weights %v", w)
 	require.Zero(t, w["v1"], "weights %v", w)
 
-	// The steps as the events tell them.
-	var events []string
-	for _, e := range modelDeploymentEvents(t, got) {
-		events = append(events, e.Reason+" "+e.Message)
-	}
-	all := strings.Join(events, "\n")
-	require.Contains(t, all, "RolloutStep step 1: v1=50%, v2=50%")
-	require.Contains(t, all, "RolloutStep step 2: v1=0%, v2=100%")
-	require.Contains(t, all, fmt.Sprintf("Promoted generation %d rolled out", r.generation))
-
 	// The old version drains and leaves; then v2 alone answers.
 	waitNoPods(t, got, "v1", 2*time.Minute)
 	after := r.load.waitFor(t, time.Now(), 100)
 	require.Equal(t, map[string]int{"v2": after.Total}, after.Versions, "after v1 left: %+v", after)
+
+	// The steps as the events tell them; Promoted comes once the version
+	// set has rolled out (v1 drained).
+	var all string
+	require.NoError(t, poll(2*time.Minute, func() bool {
+		var events []string
+		for _, e := range modelDeploymentEvents(t, got) {
+			events = append(events, e.Reason+" "+e.Message)
+		}
+		all = strings.Join(events, "\n")
+		return strings.Contains(all, fmt.Sprintf("Promoted generation %d rolled out", r.generation))
+	}), "events:\n%s", all)
+	require.Contains(t, all, "RolloutStep step 1: v1=50%, v2=50%")
+	require.Contains(t, all, "RolloutStep step 2: v1=0%, v2=100%")
 
 	// Through the whole rollout not one request failed, and both versions
 	// answered.
@@ -251,7 +279,7 @@ func testGoodVersionPromoted(t *testing.T, prom promv1.API) {
 	v := promValue(t, prom, q)
 	t.Logf("%s = %s", q, v)
 	require.Positive(t, float64(v))
-	r.logWalkthrough(t, got)
+	r.logWalkthrough(t)
 }
 
 // testErroringVersionAborted: a version that answers 20 % of its
@@ -328,7 +356,7 @@ func testErroringVersionAborted(t *testing.T, prom promv1.API) {
 	require.Positive(t, c.Versions["v2"])
 	require.Equal(t, c.Codes["500"], c.Failed, "every failure was one of v2's 500s: %v", c.Errors)
 	require.InDelta(t, float64(c.Versions["v2"])/5, float64(c.Codes["500"]), 1, "v2 failed every fifth prediction")
-	r.logWalkthrough(t, got)
+	r.logWalkthrough(t)
 }
 
 // testUnreadyVersionGetsNoTraffic: a version whose pod runs but never
@@ -393,7 +421,7 @@ func testUnreadyVersionGetsNoTraffic(t *testing.T, prom promv1.API) {
 	vec := promVector(t, prom, "http_requests_total{"+pods+"}", time.Now())
 	require.Empty(t, vec, "v2's server counted predictions: %v", vec)
 	t.Logf("up{%s} = 1; http_requests_total{%s}: no series", pods, pods)
-	r.logWalkthrough(t, got)
+	r.logWalkthrough(t)
 }
 
 // waitNoPods waits until version has no pod left.
@@ -415,7 +443,7 @@ func modelDeploymentEvents(t *testing.T, md *mlv1.ModelDeployment) []corev1.Even
 	require.NoError(t, node.Client.List(context.Background(), list, client.InNamespace(md.Namespace)))
 	var out []corev1.Event
 	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == "ModelDeployment" && e.InvolvedObject.Name == md.Name {
+		if e.InvolvedObject.Name == md.Name && e.InvolvedObject.Kind != "Service" {
 			out = append(out, e)
 		}
 	}

@@ -57,7 +57,7 @@ bench-gang: cluster-tools build ## Bind time of a BENCH_GANG_RANKS-rank gang, na
 # back on stable), BENCH_ROLLOUT_SAMPLES of each, on a cluster whose
 # manager reads a canned Prometheus on loopback. make bench runs the same
 # after its other scenarios, with --latency-samples of each.
-BENCH_ROLLOUT_SAMPLES ?= 20
+BENCH_ROLLOUT_SAMPLES ?= 10
 .PHONY: bench-rollout
 bench-rollout: cluster-tools build ## ModelDeployment traffic timings only: weight -> split served, failing analysis -> back on stable (service router; BENCH_ROLLOUT_SAMPLES).
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --jobs 0 --ranks 0 --latency-samples $(BENCH_ROLLOUT_SAMPLES) \

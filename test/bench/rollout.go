@@ -215,28 +215,32 @@ func (r *run) splitServed(ctx context.Context, ns string, samples int, out *Roll
 	return r.env.Client.Delete(ctx, md)
 }
 
-// abortToStable runs samples stepped rollouts of a version named "bad"
-// (one step, 50 %, analysed 1 s after its weight reached a Ready pod) that
-// the canned Prometheus fails, and times each from the failing answer to
-// the stable Service back on the stable version alone.
+// abortToStable runs samples stepped rollouts, one replica each, of a
+// version named "bad" (one step, 50 %, analysed 1 s after its weight
+// reached a Ready pod) that the canned Prometheus fails, and times each from
+// the failing answer to the stable Service back on the stable version
+// alone.
 func (r *run) abortToStable(ctx context.Context, ns string, samples int, prom *CannedPrometheus, out *RolloutLatency) error {
 	for i := range samples {
 		name := fmt.Sprintf("roll-abort-%d", i)
-		md := rolloutModelDeployment(ns, name, 2, mlv1.ModelVersion{Name: "good"})
+		md := rolloutModelDeployment(ns, name, 1, mlv1.ModelVersion{Name: "good"})
 		md.Spec.Rollout.Analysis.Interval = "1s"
 		md.Spec.Rollout.Steps = []mlv1.RolloutStep{{Weight: 50, Analysis: &mlv1.StepAnalysis{Checks: 1}}}
 		if err := r.env.Client.Create(ctx, md); err != nil {
 			return err
 		}
-		stable := map[string]int{"good": 2}
-		if _, err := waitUntil(ctx, 3*time.Minute, name+" serving good", func() bool {
-			return isSplit(r.servedSplit(ctx, ns, name), stable)
+		stable := map[string]int{"good": 1}
+		cur := &mlv1.ModelDeployment{}
+		// good serves, and is the promoted set the rollout starts from.
+		if _, err := waitUntil(ctx, 3*time.Minute, name+" serving good, promoted", func() bool {
+			if r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur) != nil {
+				return false
+			}
+			h := cur.Status.History
+			return len(h) > 0 && h[0].Generation == cur.Generation && h[0].Outcome == mlv1.OutcomeSucceeded &&
+				isSplit(r.servedSplit(ctx, ns, name), stable)
 		}); err != nil {
 			return fmt.Errorf("%w (served %v)", err, r.servedSplit(ctx, ns, name))
-		}
-		cur := &mlv1.ModelDeployment{}
-		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
-			return err
 		}
 		base := cur.DeepCopy()
 		cur.Spec.Versions = []mlv1.ModelVersion{{Name: "good", Weight: ptr.To[int32](0)}, {Name: "bad", Weight: ptr.To[int32](100)}}

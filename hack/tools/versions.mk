@@ -35,7 +35,7 @@ EST_KUBELET                 ?= about 6 min
 EST_KUBE_PROXY              ?= about 1 min
 EST_COREDNS                 ?= about 10 min
 EST_REGISTRY                ?= about 4 min
-EST_PROMETHEUS              ?= about 6 min
+EST_PROMETHEUS              ?= about 8 min
 # training-operator: 32 min measured once, niced, with the machine's other
 # work at load 15-20; not measured on an idle machine.
 EST_TRAINING_OPERATOR       ?= about 30 min under load

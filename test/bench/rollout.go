@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,17 +20,18 @@ import (
 )
 
 // RolloutLatency is how fast a ModelDeployment's traffic moves under the
-// service router (replica counts), in milliseconds: what a client of the
-// stable Service sees, read from its EndpointSlices every 20 ms.
+// service router (replica counts), in milliseconds: the Ready,
+// non-terminating pods behind the stable Service (what its endpoints list),
+// read every 20 ms.
 type RolloutLatency struct {
 	// SplitServed: a weight change (75/25 <-> 25/75 over 4 replicas) -> the
-	// stable Service's Ready endpoints are in the new split (3:1 or 1:3)
-	// and no other.
+	// Ready pods behind the stable Service are in the new split (3:1 or
+	// 1:3) and no other.
 	SplitServed []float64 `json:"weightToSplitServedMs"`
 	// AbortToStable: a stepped rollout's failing analysis (the moment the
 	// canned Prometheus answered the canary's error rate, above the
-	// threshold) -> the stable Service has no Ready endpoint of the canary
-	// left and every one of the stable version's.
+	// threshold) -> no Ready pod of the canary is left behind the stable
+	// Service, and the stable version's is.
 	AbortToStable []float64 `json:"failedAnalysisToStableMs"`
 	// LoadAverage is the machine's 1-minute load average at the end.
 	LoadAverage float64 `json:"loadAverage1m"`
@@ -114,24 +115,24 @@ func RunRollout(ctx context.Context, env *Env, prom *CannedPrometheus, samples i
 	return out, nil
 }
 
-// servedSplit counts the Ready endpoints of the stable Service of md by
-// version (read from the pod names, <md>-<version>-<hash>-<suffix>).
+// servedSplit counts, by version, the pods behind the stable Service of md
+// that its endpoints would list as Ready: Ready and not terminating. The
+// local cluster runs no EndpointSlice controller (its pod addresses are
+// loopback, which endpoints refuse), so the pods are read directly.
 func (r *run) servedSplit(ctx context.Context, ns, md string) map[string]int {
-	slices := &discoveryv1.EndpointSliceList{}
-	if err := r.env.Client.List(ctx, slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: md}); err != nil {
+	pods := &corev1.PodList{}
+	if err := r.env.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{mlv1.LabelModelDeployment: md}); err != nil {
 		return nil
 	}
 	out := map[string]int{}
-	for _, s := range slices.Items {
-		for _, e := range s.Endpoints {
-			if e.TargetRef == nil || e.Conditions.Ready == nil || !*e.Conditions.Ready {
-				continue
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				out[p.Labels[mlv1.LabelModelVersion]]++
 			}
-			parts := strings.Split(strings.TrimPrefix(e.TargetRef.Name, md+"-"), "-")
-			if len(parts) < 3 {
-				continue
-			}
-			out[strings.Join(parts[:len(parts)-2], "-")]++
 		}
 	}
 	return out
@@ -170,11 +171,11 @@ func rolloutModelDeployment(ns, name string, replicas int32, versions ...mlv1.Mo
 }
 
 // splitServed changes two versions' weights 75/25 <-> 25/75 and times each
-// change until the stable Service's Ready endpoints are 3:1 (1:3). Under
-// the service router a weight is a replica count: the operator changes the
-// versions' HPA bounds, the HPA controller resizes the Deployments (at its
-// next sync, every 15 s by default), kwok makes the new pods Ready and the
-// EndpointSlice controller publishes them.
+// change until the Ready pods behind the stable Service are 3:1 (1:3).
+// Under the service router a weight is a replica count: the operator
+// changes the versions' HPA bounds, the HPA controller resizes the
+// Deployments (at its next sync, every 15 s by default) and kwok makes the
+// new pods Ready.
 func (r *run) splitServed(ctx context.Context, ns string, samples int, out *RolloutLatency) error {
 	name := "roll-split"
 	md := rolloutModelDeployment(ns, name, 4,

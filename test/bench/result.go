@@ -395,8 +395,8 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
 	}
 	if x := r.Rollout; x != nil {
-		fmt.Fprintf(tw, "ModelDeployment traffic, service router (own cluster, load %.1f)\tweight 75/25 <-> 25/75 -> Ready endpoints in the new split\t%s\n", x.LoadAverage, pcts(x.SplitServed))
-		fmt.Fprintf(tw, "\tfailing analysis -> no Ready canary endpoint left\t%s\n", pcts(x.AbortToStable))
+		fmt.Fprintf(tw, "ModelDeployment traffic, service router (own cluster, load %.1f)\tweight 75/25 <-> 25/75 -> Ready pods behind the Service in the new split\t%s\n", x.LoadAverage, pcts(x.SplitServed))
+		fmt.Fprintf(tw, "\tfailing analysis -> no Ready canary pod left\t%s\n", pcts(x.AbortToStable))
 	}
 	for _, x := range r.Restart {
 		fmt.Fprintf(tw, "restart at %d ranks\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",

@@ -102,23 +102,18 @@ COVERPKG ?= ./api/...,./controllers/...,./webhooks/...,./internal/integrations/.
 COVER_MIN ?= 75
 
 .PHONY: test
-test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ## Run vet, unit tests and envtest suites (real kube-apiserver + etcd from bin/); writes cover.out and lists what did not run.
+test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ## Run vet, then the unit and envtest suites built with the race detector (RACE); writes cover.out and lists what did not run.
 	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
-	go test ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
+	TESTUTIL_TIMEOUT=$${TESTUTIL_TIMEOUT:-$(if $(RACE),30s,10s)} go test $(RACE) ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 	@grep -v 'zz_generated' cover.all.out > cover.out && rm -f cover.all.out
 	@echo "coverage of api/, controllers/, webhooks/, internal/integrations/: $$(go tool cover -func=cover.out | awk '/^total:/ {print $$3}')"
 
-# The race run: the same suites built with -race, over the packages where
-# goroutines meet (the reconcilers and their manager, the webhooks, the
-# integrations, the local cluster's simulated trainers, the envtest suites).
-# The static checks, the fuzz seeds and the torch launchers run no
-# concurrent Go code of ours and stay out of it (README, "Development").
-RACE_PKGS ?= ./api/... ./controllers/... ./webhooks/... ./internal/... ./test/integration/... ./hack/testsummary/...
-
-.PHONY: test-race
-test-race: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download ## Run the unit and envtest suites with the race detector (RACE_PKGS); any race fails.
-	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
-	TESTUTIL_TIMEOUT=30s go test -race -json $(RACE_PKGS) $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
+# One pass does both: every package is built with the race detector and
+# with coverage (covermode atomic), so any data race fails `make test`.
+# It replaced a second, race-only pass over the same suites (make
+# test-race) that cost a cold CI run 15 minutes (docs/decisions.md, "One
+# test pass"). `make test RACE=` runs them without it, faster.
+RACE ?= -race
 
 .PHONY: coverage-check
 coverage-check: ## Fail when cover.out (from make test) is below COVER_MIN percent.
@@ -134,6 +129,9 @@ build: go-mod-download ## Build the manager binary.
 
 .PHONY: tools
 tools: envtest-tools cluster-tools controller-gen kustomize operator-sdk opm ## Build every tool into bin/.
+
+.PHONY: ci-tools
+ci-tools: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download ## What both of .ci/run's parallel streams need, built once before they start.
 
 .PHONY: envtest-tools
 envtest-tools: $(STAMPS)/kube-apiserver-$(K8S_VERSION) $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubectl-$(K8S_VERSION) ## kube-apiserver, etcd, kubectl for envtest.

@@ -11,8 +11,9 @@ import (
 )
 
 // Timeout and Interval bound every Eventually in the suites. Timeout is
-// 10 s, or $TESTUTIL_TIMEOUT (a Go duration): `make test-race` sets 30s,
-// since the race detector slows everything several times over.
+// 10 s, or $TESTUTIL_TIMEOUT (a Go duration): `make test` sets 30s when it
+// builds with the race detector (its default), which slows everything
+// several times over.
 var Timeout = timeoutFromEnv(10 * time.Second)
 
 // Interval is how often Eventually polls.

@@ -42,7 +42,7 @@ func alive(pid int) bool {
 // scrapeUntil applies rank 0's progress to job, the way the operator does,
 // until done holds; it fails the test after three minutes (importing torch
 // alone can take a minute on a loaded 2-core machine).
-func scrapeUntil(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, port int, out *bytes.Buffer, what string, done func(progress.Report) bool) {
+func scrapeUntil(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, port int, out *launcher.Output, what string, done func(progress.Report) bool) {
 	t.Helper()
 	scraper := progress.NewHTTPScraper()
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"

@@ -1,7 +1,10 @@
 // Command bench measures ml-operator on a local kwok cluster it starts and
 // deletes itself: burst pod creation against a plain-client baseline,
 // latency of spec changes, API requests per job, manager memory and gang
-// restart time. It prints a table and writes the raw samples as JSON
+// restart time; then, on a second cluster whose manager reads a canned
+// Prometheus, how fast a ModelDeployment's traffic moves (weight change ->
+// split served, failing analysis -> back on stable). It prints a table and
+// writes the raw samples as JSON
 // (`make bench`; docs/benchmarks.md). Nothing it measures passes or fails.
 // The work is test/bench's (Start, Run); this is its command line.
 package main
@@ -58,7 +61,7 @@ func run() (err error) {
 	flag.StringVar(&restart, "restart-ranks", "8,64,512,1024", "Gang sizes at which restart time is measured.")
 	flag.StringVar(&gangRanks, "gang-ranks", "", "Gang sizes at which the bind time is measured, native gangs against plain pods (needs --gang native; empty: not measured).")
 	flag.StringVar(&gang, "gang", "", `"native": the cluster runs with Kubernetes' native gang scheduling (feature gates and scheduling.k8s.io/v1alpha2).`)
-	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang, peer.")
+	flag.StringVar(&skip, "skip", "", "Scenarios not to run, comma-separated: burst, latency, cost, memory, restart, gang, peer, rollout.")
 	flag.StringVar(&out, "out", filepath.Join(wd, "bench", "results"), "Directory for <date>.json (empty: no file).")
 	flag.StringVar(&workdir, "workdir", "", "Cluster state directory (a temporary one when empty).")
 	flag.StringVar(&binDir, "bin", filepath.Join(wd, "bin"), "Directory with kwokctl, kwok and the control-plane binaries.")
@@ -148,10 +151,10 @@ func run() (err error) {
 		}
 	}
 	res, err := bench.Run(ctx, env, cfg, os.Stderr)
-	if res != nil {
-		res.PrintTable(os.Stdout)
-	}
 	if err != nil {
+		if res != nil {
+			res.PrintTable(os.Stdout)
+		}
 		if checkpointed && res != nil {
 			res.Incomplete = "stopped: " + err.Error()
 			res.Finished = time.Now().UTC()
@@ -161,6 +164,17 @@ func run() (err error) {
 		}
 		return fmt.Errorf("%w (manager log: %s)", err, filepath.Join(workdir, "manager.log"))
 	}
+	env.Stop()
+	if !cfg.Skip["rollout"] {
+		if res.Rollout, err = rollout(ctx, cfg, bench.EnvOptions{
+			RepoRoot: wd, BinDir: binDir, Manager: mgr, Workdir: filepath.Join(workdir, "rollout"), Name: "bench-rollout",
+			Pods: 64, QPS: cfg.QPS, Burst: cfg.Burst, ManagerArgs: strings.Fields(mgrArgs), Log: os.Stderr,
+		}); err != nil {
+			res.PrintTable(os.Stdout)
+			return fmt.Errorf("%w (manager log: %s)", err, filepath.Join(workdir, "rollout", "manager.log"))
+		}
+	}
+	res.PrintTable(os.Stdout)
 	if out != "" {
 		res.Incomplete = ""
 		path, err := res.Save(out)
@@ -170,6 +184,26 @@ func run() (err error) {
 		fmt.Printf("\nRaw samples: %s\n", path)
 	}
 	return nil
+}
+
+// rollout measures bench.RolloutLatency (cfg.LatencySamples of each) on a
+// cluster of its own, whose manager reads a canned Prometheus on loopback
+// (--prometheus-url): the scenarios before it run without one, as a
+// cluster without Prometheus does.
+func rollout(ctx context.Context, cfg bench.Config, o bench.EnvOptions) (*bench.RolloutLatency, error) {
+	prom := bench.StartCannedPrometheus()
+	defer prom.Close()
+	o.ManagerArgs = append(o.ManagerArgs, "--prometheus-url="+prom.URL)
+	if err := os.MkdirAll(o.Workdir, 0o755); err != nil {
+		return nil, err
+	}
+	env, err := bench.Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Stop()
+	fmt.Fprintf(os.Stderr, "Rollout cluster ready: %d simulated nodes; manager pid %d reads Prometheus at %s\n", len(env.Nodes), env.ManagerPID, prom.URL)
+	return bench.RunRollout(ctx, env, prom, cfg.LatencySamples, os.Stderr)
 }
 
 func ints(s string) ([]int, error) {

@@ -3,7 +3,8 @@
 // ModelDeployment's pods run on the real node. It is configured by the
 // environment the operator sets (MODEL_NAME, MODEL_VERSION, MODEL_PATH,
 // FRAMEWORK), DRAIN_DELAY (how long it keeps answering after SIGTERM, 5 s
-// by default) and, for tests, FAIL_RATE, CRASH_AFTER and MODEL_SERVER_ADMIN.
+// by default) and, for tests, FAIL_RATE, CRASH_AFTER, READY and
+// MODEL_SERVER_ADMIN.
 package main
 
 import (

@@ -50,7 +50,18 @@ BENCH_GANG_RANKS ?= 64
 bench-gang: cluster-tools build ## Bind time of a BENCH_GANG_RANKS-rank gang, native gang scheduling against plain pods (BENCH_REPEATS).
 	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --gang native --gpus-per-worker 8 --jobs 0 --ranks 0 --latency-samples 0 \
 		--gang-ranks $(BENCH_GANG_RANKS) --repeats $(BENCH_REPEATS) --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
-		--memory-pods "" --restart-ranks "" --skip burst,latency,cost,memory,restart $(BENCH_FLAGS)
+		--memory-pods "" --restart-ranks "" --skip burst,latency,cost,memory,restart,rollout $(BENCH_FLAGS)
+
+# make bench-rollout: only how fast a ModelDeployment's traffic moves under
+# the service router (weight change -> split served; failing analysis ->
+# back on stable), BENCH_ROLLOUT_SAMPLES of each, on a cluster whose
+# manager reads a canned Prometheus on loopback. make bench runs the same
+# after its other scenarios, with --latency-samples of each.
+BENCH_ROLLOUT_SAMPLES ?= 10
+.PHONY: bench-rollout
+bench-rollout: cluster-tools build ## ModelDeployment traffic timings only: weight -> split served, failing analysis -> back on stable (service router; BENCH_ROLLOUT_SAMPLES).
+	go run ./cmd/bench --manager $(LOCALBIN)/manager --bin $(LOCALBIN) --jobs 0 --ranks 0 --latency-samples $(BENCH_ROLLOUT_SAMPLES) \
+		--memory-pods "" --restart-ranks "" --skip burst,latency,cost,memory,restart,gang,peer $(BENCH_FLAGS)
 
 # make bench-memory: the manager's memory at BENCH_MEMORY_LEVELS worker pods,
 # in one run on one cluster, and on the way up a steady run that holds

@@ -32,12 +32,29 @@ $(STAMPS)/registry-$(REGISTRY_VERSION): | $(STAMPS)
 	@cd hack/tools/registry && $(call build_tool,registry,$(REGISTRY_VERSION),$(EST_REGISTRY)) env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "-s -w" -o $(LOCALBIN)/registry .
 	@touch $@
 
+# Prometheus for the progressive-delivery tests (test/e2ereal, issue 23):
+# cmd/prometheus from the module the project's go.mod pins, static, with
+# Kubernetes service discovery only (upstream's build tags remove_all_sd and
+# enable_kubernetes_sd leave out the cloud providers' SDKs) and without the
+# web UI assets (they are not in the module; the HTTP API is all the tests
+# and the manager use).
+PROMETHEUS ?= $(LOCALBIN)/prometheus
+PROMETHEUS_RELEASE = $(shell echo $(PROMETHEUS_VERSION) | sed -E 's/^v0\.([0-9])([0-9][0-9])\.([0-9]+)$$/\1.\2.\3/; s/^([0-9]+)\.0([0-9])/\1.\2/')
+.PHONY: prometheus
+prometheus: $(STAMPS)/prometheus-$(PROMETHEUS_VERSION) ## Prometheus (cmd/prometheus, Kubernetes discovery only) into bin/, for make e2e-real.
+$(STAMPS)/prometheus-$(PROMETHEUS_VERSION): hack/tools/prometheus/go.mod | $(STAMPS)
+	@cd hack/tools/prometheus && $(call build_tool,prometheus,$(PROMETHEUS_VERSION),$(EST_PROMETHEUS)) env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+		-tags remove_all_sd,enable_kubernetes_sd \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_RELEASE) -X github.com/prometheus/common/version.Branch=$(PROMETHEUS_VERSION)" \
+		-o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
+	@touch $@
+
 .PHONY: realnode
 realnode: ## Build bin/realnode (the real node harness's command).
 	go build -o $(LOCALBIN)/realnode ./cmd/realnode
 
 .PHONY: e2e-real
-e2e-real: node-packages node-tools kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator and a real two-rank PyTorch job.
+e2e-real: node-packages node-tools prometheus kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator, a real two-rank PyTorch job and stepped rollouts judged by a real Prometheus.
 	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -parallel $(E2E_REAL_PARALLEL) -v $(E2E_REAL_FLAGS)
 
 # make bench-real: the real-node figures (test/e2ereal BenchmarkRealNode,

@@ -13,6 +13,10 @@ OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
 COREDNS_VERSION        ?= v1.14.7
 REGISTRY_VERSION       ?= v3.1.2
+# The Prometheus server the real-node suite deploys (make prometheus): the
+# module version of Prometheus 3.12.0, the same the project's go.mod requires
+# for the PromQL engine its tests evaluate the analysis presets with.
+PROMETHEUS_VERSION     ?= v0.312.0
 # The benchmark's peer (make bench; docs/benchmarks.md), built unmodified.
 TRAINING_OPERATOR_VERSION ?= v1.9.2
 
@@ -31,6 +35,7 @@ EST_KUBELET                 ?= about 6 min
 EST_KUBE_PROXY              ?= about 1 min
 EST_COREDNS                 ?= about 10 min
 EST_REGISTRY                ?= about 4 min
+EST_PROMETHEUS              ?= about 8 min
 # training-operator: 32 min measured once, niced, with the machine's other
 # work at load 15-20; not measured on an idle machine.
 EST_TRAINING_OPERATOR       ?= about 30 min under load

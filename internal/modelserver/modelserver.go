@@ -15,7 +15,9 @@
 //
 // For tests it fails on request: FAIL_RATE answers that share of
 // predictions with 500, CRASH_AFTER exits with code 1 that long after the
-// start, and with MODEL_SERVER_ADMIN=true the endpoints POST /admin/crash,
+// start, READY=false starts it not ready (its health endpoints answer 503
+// while it serves /metrics and predictions sent to it directly), and with
+// MODEL_SERVER_ADMIN=true the endpoints POST /admin/crash,
 // /admin/fail-rate?value=R and /admin/ready?value=false change that at run
 // time.
 package modelserver
@@ -61,6 +63,9 @@ type Config struct {
 	CrashAfter time.Duration
 	// Admin enables the /admin endpoints.
 	Admin bool
+	// NotReady starts the server not ready (READY=false): /health and
+	// /readyz answer 503 until POST /admin/ready?value=true.
+	NotReady bool
 	// DrainDelay is how long the server keeps answering after SIGTERM
 	// before it stops listening (DRAIN_DELAY, else DefaultDrainDelay):
 	// the time the pod's Services need to drop it from their endpoints.
@@ -115,6 +120,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("DRAIN_DELAY %q is not a duration of zero or more (e.g. 5s)", v))
 		}
 		c.DrainDelay = d
+	}
+	if v := getenv("READY"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("READY %q is not a boolean", v))
+		}
+		c.NotReady = !b
 	}
 	if v := getenv("MODEL_SERVER_ADMIN"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -258,7 +270,7 @@ type Server struct {
 // in the binary, a recorder in tests.
 func New(cfg Config, model Model, exit func(code int)) *Server {
 	host, _ := os.Hostname()
-	s := &Server{cfg: cfg, model: model, host: host, exit: exit, failRate: cfg.FailRate, ready: true}
+	s := &Server{cfg: cfg, model: model, host: host, exit: exit, failRate: cfg.FailRate, ready: !cfg.NotReady}
 	s.registry = prometheus.NewRegistry()
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "http_requests_total",

@@ -30,9 +30,10 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, Config{ModelName: "fraud", ModelVersion: "v2", ModelPath: "/etc/model-config/model.json", Framework: "sklearn", Addr: DefaultAddr, DrainDelay: DefaultDrainDelay}, c)
 
 	c, err = ConfigFromEnv(env(map[string]string{
-		"MODEL_NAME": "fraud", "PORT": "9000", "FAIL_RATE": "0.25", "CRASH_AFTER": "30s", "MODEL_SERVER_ADMIN": "true", "DRAIN_DELAY": "0s",
+		"MODEL_NAME": "fraud", "PORT": "9000", "FAIL_RATE": "0.25", "CRASH_AFTER": "30s", "MODEL_SERVER_ADMIN": "true", "DRAIN_DELAY": "0s", "READY": "false",
 	}))
 	require.NoError(t, err)
+	require.True(t, c.NotReady)
 	require.Equal(t, ":9000", c.Addr)
 	require.Equal(t, 0.25, c.FailRate)
 	require.Equal(t, 30*time.Second, c.CrashAfter)
@@ -40,10 +41,10 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Zero(t, c.DrainDelay)
 
 	_, err = ConfigFromEnv(env(map[string]string{
-		"PORT": "http", "FAIL_RATE": "2", "CRASH_AFTER": "-1s", "MODEL_SERVER_ADMIN": "sometimes", "DRAIN_DELAY": "-5s",
+		"PORT": "http", "FAIL_RATE": "2", "CRASH_AFTER": "-1s", "MODEL_SERVER_ADMIN": "sometimes", "DRAIN_DELAY": "-5s", "READY": "soon",
 	}))
 	require.Error(t, err)
-	for _, want := range []string{"MODEL_NAME", "PORT", "FAIL_RATE", "CRASH_AFTER", "MODEL_SERVER_ADMIN", "DRAIN_DELAY"} {
+	for _, want := range []string{"MODEL_NAME", "PORT", "FAIL_RATE", "CRASH_AFTER", "MODEL_SERVER_ADMIN", "DRAIN_DELAY", "READY"} {
 		require.Contains(t, err.Error(), want)
 	}
 }
@@ -245,6 +246,27 @@ func TestAdminEndpoints(t *testing.T) {
 		require.Equal(t, "crashing\n", body)
 		require.Equal(t, 1, <-exits)
 	})
+}
+
+// READY=false: the server starts not ready (what a pod that never passes
+// its probes serves) and still answers scrapes and predictions sent to it
+// directly.
+func TestNotReadyServerFailsItsHealthChecks(t *testing.T) {
+	srv, _ := testServer(t, Config{ModelName: "m", NotReady: true, Admin: true}, DefaultModel)
+	for _, p := range []string{"/health", "/readyz"} {
+		code, _ := get(t, srv.URL+p)
+		require.Equal(t, http.StatusServiceUnavailable, code, p)
+	}
+	code, _ := get(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = get(t, srv.URL+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = post(t, srv.URL+PredictPath("m"), `{"instances":[[1]]}`)
+	require.Equal(t, http.StatusOK, code)
+	code, _ = post(t, srv.URL+"/admin/ready?value=true", "")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = get(t, srv.URL+"/health")
+	require.Equal(t, http.StatusOK, code)
 }
 
 func TestCrashAfterExitsWithCodeOne(t *testing.T) {

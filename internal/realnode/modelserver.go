@@ -24,21 +24,44 @@ func (n *Node) PushModelServer(ctx context.Context, refs ...string) error {
 	if len(refs) == 0 {
 		refs = []string{ModelServerImage}
 	}
-	bin := filepath.Join(n.opts.CacheDir, "bin", "model-server")
-	if err := images.GoBinary(ctx, n.opts.RepoRoot, "./cmd/model-server", bin); err != nil {
+	bin, err := n.modelServerBinary(ctx)
+	if err != nil {
 		return err
 	}
 	for _, ref := range refs {
-		if err := n.PushImage(ctx, images.Spec{
-			Ref:        ref,
-			Files:      []images.File{{Source: bin, Path: "/model-server"}},
-			Entrypoint: []string{"/model-server"},
-			User:       ModelServerUser,
-		}); err != nil {
+		if err := n.PushImage(ctx, modelServerSpec(ref, bin)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// PushModelServerWithEnv builds ./cmd/model-server and pushes it as ref
+// with env (NAME=value) in the image config: a version that misbehaves
+// from its image alone (FAIL_RATE=0.2, READY=false), since a
+// ModelDeployment sets no per-version environment.
+func (n *Node) PushModelServerWithEnv(ctx context.Context, ref string, env ...string) error {
+	bin, err := n.modelServerBinary(ctx)
+	if err != nil {
+		return err
+	}
+	s := modelServerSpec(ref, bin)
+	s.Env = env
+	return n.PushImage(ctx, s)
+}
+
+func (n *Node) modelServerBinary(ctx context.Context) (string, error) {
+	bin := filepath.Join(n.opts.CacheDir, "bin", "model-server")
+	return bin, images.GoBinary(ctx, n.opts.RepoRoot, "./cmd/model-server", bin)
+}
+
+func modelServerSpec(ref, bin string) images.Spec {
+	return images.Spec{
+		Ref:        ref,
+		Files:      []images.File{{Source: bin, Path: "/model-server"}},
+		Entrypoint: []string{"/model-server"},
+		User:       ModelServerUser,
+	}
 }
 
 // PushStorageInitializer builds ./cmd/storage-initializer as a static

@@ -38,6 +38,19 @@ const (
 // repository's kubectl. It returns once the manager Deployment is
 // Available; done closes when cert-manager has stopped after ctx ended.
 func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err error) {
+	return n.DeployOperatorWith(ctx, OperatorOptions{})
+}
+
+// OperatorOptions change what DeployOperatorWith installs.
+type OperatorOptions struct {
+	// DeployDir is `make deploy`'s DEPLOY_DIR, relative to the repository
+	// root: an overlay of config/default (config/default when empty).
+	DeployDir string
+}
+
+// DeployOperatorWith is DeployOperator with `make deploy
+// DEPLOY_DIR=o.DeployDir`.
+func (n *Node) DeployOperatorWith(ctx context.Context, o OperatorOptions) (done <-chan struct{}, err error) {
 	began := time.Now()
 	if err := n.PushManagerImage(ctx, ManagerImage); err != nil {
 		return nil, err
@@ -69,9 +82,12 @@ func (n *Node) DeployOperator(ctx context.Context) (done <-chan struct{}, err er
 	}
 
 	began = time.Now()
-	n.logf("make deploy IMG=%s", ManagerImage)
-	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "deploy", "IMG="+ManagerImage,
-		"DEPLOY_KUBECTL="+filepath.Join(n.opts.BinDir, "kubectl"))
+	args := []string{"--no-print-directory", "deploy", "IMG=" + ManagerImage, "DEPLOY_KUBECTL=" + filepath.Join(n.opts.BinDir, "kubectl")}
+	if o.DeployDir != "" {
+		args = append(args, "DEPLOY_DIR="+o.DeployDir)
+	}
+	n.logf("make %s", strings.Join(args[1:], " "))
+	cmd := exec.CommandContext(ctx, "make", args...)
 	cmd.Dir = n.opts.RepoRoot
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -194,10 +194,12 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	return env, nil
 }
 
-// Stop stops the manager and deletes the cluster.
+// Stop stops the manager and deletes the cluster; a second call does
+// nothing.
 func (e *Env) Stop() {
 	if e != nil && e.stop != nil {
 		e.stop()
+		e.stop = nil
 	}
 }
 

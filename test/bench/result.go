@@ -46,6 +46,9 @@ type Result struct {
 	// Steady is the manager's memory over time at a constant number of
 	// worker pods (the memory scenario's steady run).
 	Steady *SteadyRun `json:"steady,omitempty"`
+	// Rollout is how fast a ModelDeployment's traffic moves (a cluster of
+	// its own, whose manager reads a canned Prometheus; rollout.go).
+	Rollout *RolloutLatency `json:"rollout,omitempty"`
 	// Phases break the control plane's work down by scenario.
 	Phases []Phase `json:"phases,omitempty"`
 	// Incomplete says why the run had not finished when this was written:
@@ -512,6 +515,10 @@ func (r *Result) PrintTable(w io.Writer) {
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.NativeSpread), "s", 2))
 		fmt.Fprintf(tw, "%d plain pods\tfirst pod -> all bound\t%s\n", x.Ranks, spread(Summarize(x.PlainSeconds), "s", 2))
 		fmt.Fprintf(tw, "\tfirst bind -> last bind\t%s\n", spread(Summarize(x.PlainSpread), "s", 2))
+	}
+	if x := r.Rollout; x != nil {
+		fmt.Fprintf(tw, "ModelDeployment traffic, service router (own cluster, load %.1f)\tweight 75/25 <-> 25/75 -> Ready pods behind the Service in the new split\t%s\n", x.LoadAverage, pcts(x.SplitServed))
+		fmt.Fprintf(tw, "\tfailing analysis -> no Ready canary pod left\t%s\n", pcts(x.AbortToStable))
 	}
 	for _, x := range r.Restart {
 		fmt.Fprintf(tw, "restart at %d ranks (%d pods x %d)\trank failed -> next attempt Running\t%s (includes the %s backoff)\n",

@@ -66,7 +66,8 @@ type Config struct {
 	// GangRanks are the gang sizes the bind time is measured at, native
 	// against plain pods (the gang scenario; empty: not run).
 	GangRanks []int
-	// Skip names scenarios not to run (burst, latency, cost, memory, restart, gang, peer).
+	// Skip names scenarios not to run (burst, latency, cost, memory,
+	// restart, gang, peer; rollout is cmd/bench's, on a cluster of its own).
 	Skip map[string]bool
 	// Peer is Kubeflow's training-operator, for the same burst (peer.go);
 	// an empty Binary skips it.

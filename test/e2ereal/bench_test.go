@@ -120,6 +120,8 @@ func BenchmarkRealNode(b *testing.B) {
 			b.Errorf("writing the results: %v", err)
 		}
 	}()
+	// The operator as TestOperator deploys it: with --prometheus-url.
+	deployPrometheus(b)
 	deployOperator(b)
 
 	benchTrainingJobs(ctx, b, res)

@@ -24,7 +24,13 @@ import (
 // namespace creates a namespace of the test's own and deletes it after.
 func namespace(t testing.TB) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2ereal-"}}
+	return namespaceNamed(t, "e2ereal-")
+}
+
+// namespaceNamed is namespace with names starting with prefix.
+func namespaceNamed(t testing.TB, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
 	require.NoError(t, node.Client.Create(context.Background(), ns))
 	t.Cleanup(func() { _ = node.Client.Delete(context.Background(), ns) })
 	// Pods need the namespace's default service account.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -21,6 +22,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/localcluster"
+	"github.com/ml-operator/ml-operator/internal/manager"
 	"github.com/ml-operator/ml-operator/internal/realnode"
 )
 
@@ -33,18 +35,21 @@ const TrainerImage = "ghcr.io/ml-operator/trainer-example:e2e"
 var opClient client.Client
 
 // TestOperator installs the operator the way a user does (`make deploy` of
-// config/default, with cert-manager for the webhook certificate) on the
-// real node, then runs real workloads with it side by side: a two-rank
-// PyTorch job that loses a rank, a ModelDeployment of the project's model
-// server, the users' seed manifests, and a certificate renewal under
-// admission load. Then, alone, a two-rank job whose node is drained. Last,
-// the manager's API calls are checked against the RBAC it ships.
+// config/default, with cert-manager for the webhook certificate, and
+// --prometheus-url naming a Prometheus built here that scrapes the model
+// servers) on the real node, then runs real workloads with it side by side:
+// a two-rank PyTorch job that loses a rank, a ModelDeployment of the
+// project's model server, stepped rollouts judged by that Prometheus, the
+// users' seed manifests, and a certificate renewal under admission load.
+// Then, alone, a two-rank job whose node is drained. Last, the manager's
+// API calls are checked against the RBAC it ships.
 func TestOperator(t *testing.T) {
 	// cert-manager's injector logs through controller-runtime's logger.
 	ctrllog.SetLogger(klog.NewKlogr())
 	var err error
 	opClient, err = client.New(node.Config, client.Options{Scheme: localcluster.Scheme()})
 	require.NoError(t, err)
+	deployPrometheus(t)
 	deployOperator(t)
 	if !t.Run("WebhookAnswersThroughItsService", testWebhookAnswers) {
 		return
@@ -59,6 +64,7 @@ func TestOperator(t *testing.T) {
 			"SeedExamples":                               testSeedExamples,
 			"WebhookCertificateRenewedUnderLoad":         testCertificateRenewalUnderLoad,
 			"RestrictedNamespace":                        testRestrictedNamespace,
+			"ProgressiveDelivery":                        testProgressiveDelivery,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -71,16 +77,26 @@ func TestOperator(t *testing.T) {
 	t.Run("ManagerRBACCoversEveryCall", testManagerRBAC)
 }
 
+// deployOperator runs `make deploy` of config/default with the manager's
+// --prometheus-url set (testdata/deploy-with-prometheus, in the flag's
+// environment form) to the Prometheus deployPrometheus started.
 func deployOperator(t testing.TB) {
 	t.Helper()
 	cmCtx, stopCM := context.WithCancel(context.Background())
-	done, err := node.DeployOperator(cmCtx)
+	done, err := node.DeployOperatorWith(cmCtx, realnode.OperatorOptions{DeployDir: "test/e2ereal/testdata/deploy-with-prometheus"})
 	if done != nil {
 		t.Cleanup(func() { stopCM(); <-done })
 	} else {
 		t.Cleanup(stopCM)
 	}
 	require.NoError(t, err)
+	dep := &appsv1.Deployment{}
+	require.NoError(t, node.Client.Get(context.Background(), client.ObjectKey{Namespace: realnode.OperatorNamespace, Name: realnode.ManagerDeployment}, dep))
+	env := map[string]string{}
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	require.Equal(t, realnode.PrometheusURL, env[manager.EnvName("prometheus-url")], "the overlay's Prometheus URL")
 }
 
 // testWebhookAnswers: the API server reaches the manager's webhook server

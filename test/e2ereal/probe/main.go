@@ -18,6 +18,11 @@
 //	                         a new connection, until killed; print one line
 //	                         per answer: "<unix ms> <version>", or
 //	                         "<unix ms> !<code or error>" when it failed
+//	probe load URL PORT      a steady load: a prediction POST to URL every 50 ms,
+//	                         each on a new connection, until killed; GET
+//	                         /answers?since=MS on PORT counts the answers sent
+//	                         at or after MS (Unix milliseconds) by version,
+//	                         code and failure, as JSON
 package main
 
 import (
@@ -30,6 +35,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -104,6 +110,14 @@ func main() {
 		every, err := time.ParseDuration(os.Args[3])
 		fail(err)
 		split(arg, every)
+	case "load":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe load URL PORT"))
+		}
+		l := &load{}
+		go l.run(arg)
+		http.HandleFunc("/answers", l.serveAnswers)
+		fail(http.ListenAndServe(":"+os.Args[3], nil))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
 		os.Exit(2)
@@ -175,4 +189,103 @@ func split(url string, every time.Duration) {
 		fmt.Printf("%d %s\n", sent.UnixMilli(), answer)
 		<-tick.C
 	}
+}
+
+// loadPeriod is the time between two requests of `probe load` (20 per
+// second when the answers are quick).
+const loadPeriod = 50 * time.Millisecond
+
+// answer is one request of `probe load`: when it was sent, the version that
+// answered (the model server names it in errors too) and the status code,
+// or "transport" when no answer came.
+type answer struct {
+	at      time.Time
+	version string
+	code    string
+	err     string
+}
+
+// load is `probe load`: the answers so far.
+type load struct {
+	mu      sync.Mutex
+	answers []answer
+}
+
+// run sends predictions to url forever, one every loadPeriod, each on a new
+// connection (so kube-proxy picks an endpoint for each).
+func (l *load) run(url string) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; ; i++ {
+		began := time.Now()
+		a := answer{at: began}
+		resp, err := client.Post(url, "application/json", strings.NewReader(fmt.Sprintf(`{"instances":[[%d]]}`, i)))
+		if err != nil {
+			a.code, a.err = "transport", err.Error()
+		} else {
+			var body struct{ Version, Error string }
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			a.code, a.version = strconv.Itoa(resp.StatusCode), body.Version
+			if resp.StatusCode != http.StatusOK {
+				a.err = fmt.Sprintf("%s: %d %s", body.Version, resp.StatusCode, body.Error)
+			}
+		}
+		l.mu.Lock()
+		l.answers = append(l.answers, a)
+		l.mu.Unlock()
+		time.Sleep(time.Until(began.Add(loadPeriod)))
+	}
+}
+
+// LoadCounts is what GET /answers of `probe load` answers.
+type LoadCounts struct {
+	// Total requests sent in the period.
+	Total int `json:"total"`
+	// Versions counts the answers by the version that gave them (every
+	// code).
+	Versions map[string]int `json:"versions"`
+	// Codes counts them by status code ("transport": no answer).
+	Codes map[string]int `json:"codes"`
+	// Failed counts every request not answered 200.
+	Failed int `json:"failed"`
+	// Errors are the first ten failures.
+	Errors []string `json:"errors,omitempty"`
+	// First and Last are the Unix milliseconds of the first and the last
+	// request counted.
+	First int64 `json:"first"`
+	Last  int64 `json:"last"`
+}
+
+func (l *load) serveAnswers(w http.ResponseWriter, r *http.Request) {
+	since, err := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
+	if err != nil {
+		http.Error(w, "since must be Unix milliseconds", http.StatusBadRequest)
+		return
+	}
+	c := LoadCounts{Versions: map[string]int{}, Codes: map[string]int{}}
+	l.mu.Lock()
+	for _, a := range l.answers {
+		ms := a.at.UnixMilli()
+		if ms < since {
+			continue
+		}
+		if c.Total == 0 {
+			c.First = ms
+		}
+		c.Last = ms
+		c.Total++
+		c.Codes[a.code]++
+		if a.version != "" {
+			c.Versions[a.version]++
+		}
+		if a.code != "200" {
+			c.Failed++
+			if len(c.Errors) < 10 {
+				c.Errors = append(c.Errors, a.at.UTC().Format(time.RFC3339Nano)+" "+a.err)
+			}
+		}
+	}
+	l.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(c)
 }

@@ -80,6 +80,7 @@ var pins = map[string]pin{
 	"OPERATOR_SDK_VERSION":   {goMod: "hack/tools/opsdk", want: exactly("github.com/operator-framework/operator-sdk")},
 	"COREDNS_VERSION":        {goMod: "hack/tools/coredns", want: exactly("github.com/coredns/coredns")},
 	"REGISTRY_VERSION":       {goMod: "hack/tools/registry", want: exactly("github.com/distribution/distribution/v3")},
+	"PROMETHEUS_VERSION":     {goMod: "hack/tools/prometheus", want: exactly("github.com/prometheus/prometheus")},
 	"CONTROLLER_GEN_VERSION": {want: exactly("sigs.k8s.io/controller-tools")},
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
 	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},
@@ -334,5 +335,25 @@ func TestProjectGoModHasNoKubernetesInternals(t *testing.T) {
 		if v, ok := m.versions[internal]; ok {
 			t.Errorf("go.mod requires %s %s: build it from hack/tools instead", internal, v)
 		}
+	}
+}
+
+// The Prometheus server the real-node suite runs (hack/tools/prometheus) is
+// the release whose PromQL engine the unit tests evaluate the analysis
+// presets with (the project's go.mod), so a preset the unit tests pass is
+// the one the server answered on the real node.
+func TestPrometheusServerIsTheTestedEngine(t *testing.T) {
+	root := testutil.RepoRoot()
+	project, err := readGoMod(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := readGoMod(filepath.Join(root, "hack", "tools", "prometheus", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const m = "github.com/prometheus/prometheus"
+	if project.versions[m] == "" || project.versions[m] != tool.versions[m] {
+		t.Errorf("go.mod has %s %q, hack/tools/prometheus/go.mod %q: keep them one release", m, project.versions[m], tool.versions[m])
 	}
 }

@@ -119,7 +119,7 @@ func testDrainResumesFromTheStepSavedAtSIGTERM(t *testing.T) {
 	require.NoError(t, err, "state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
 	require.Equal(t, mlv1.StateRunning, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
 	periodic := *got.Status.LastCheckpoint
-	t.Logf("%s: status.lastCheckpoint %+v", time.Since(began).Round(100*time.Millisecond), periodic)
+	t.Logf("%s: status.lastCheckpoint %s", time.Since(began).Round(100*time.Millisecond), checkpointJSON(&periodic))
 	rank0, err := node.PodLog(ctx, ns, name+"-worker-0")
 	require.NoError(t, err)
 	require.Contains(t, rank0, "epoch 2/2 started", "rank 0 is not in epoch 2 yet:\n%s", rank0)
@@ -206,15 +206,15 @@ func testDrainResumesFromTheStepSavedAtSIGTERM(t *testing.T) {
 		}
 		if c := got.Status.LastCheckpoint; c != nil && c.Step != nil && *c.Step == int64(saved) && shown == nil {
 			shown = c.DeepCopy()
-			t.Logf("while attempt 1 runs: status.lastCheckpoint %+v\n%s", *shown,
+			t.Logf("while attempt 1 runs: kubectl get tj %s -o jsonpath={.status.lastCheckpoint}\n%s", name,
 				kubectlGet("tj", name, "-n", ns, "-o", "jsonpath={.status.lastCheckpoint}"))
 		}
 		return got.Status.State == mlv1.StateCompleted || got.Status.State == mlv1.StateFailed
 	})
 	diag := node.NamespaceDiagnostics(ctx, ns)
 	require.NoError(t, err, "state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, diag)
-	t.Logf("job %s %s after it started: restarts %d, disruptions %d, lastCheckpoint %+v",
-		got.Status.State, time.Since(began).Round(100*time.Millisecond), got.Status.Restarts, got.Status.Disruptions, got.Status.LastCheckpoint)
+	t.Logf("job %s %s after it started: restarts %d, disruptions %d, lastCheckpoint %s",
+		got.Status.State, time.Since(began).Round(100*time.Millisecond), got.Status.Restarts, got.Status.Disruptions, checkpointJSON(got.Status.LastCheckpoint))
 	require.Equal(t, mlv1.StateCompleted, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, diag)
 	require.Equal(t, int32(1), got.Status.Disruptions)
 	require.Zero(t, got.Status.Restarts)
@@ -237,4 +237,13 @@ func testDrainResumesFromTheStepSavedAtSIGTERM(t *testing.T) {
 	require.NotNil(t, shown, "the status never showed the checkpoint saved at SIGTERM (step %d) while attempt 1 ran", saved)
 	require.Equal(t, mlv1.CheckpointStatus{Epoch: 1, Step: ptr.To(int64(saved)), Attempt: ptr.To[int32](0),
 		Path: fmt.Sprintf("/checkpoints/step-%d", saved), Time: shown.Time}, *shown)
+}
+
+// checkpointJSON is c as the API serves it, for the log.
+func checkpointJSON(c *mlv1.CheckpointStatus) string {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }

@@ -194,14 +194,8 @@ func (r *run) splitServed(ctx context.Context, ns string, samples int, out *Roll
 		if i%2 == 1 {
 			a, want = 75, map[string]int{"a": 3, "b": 1}
 		}
-		cur := &mlv1.ModelDeployment{}
-		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
-			return err
-		}
-		base := cur.DeepCopy()
-		cur.Spec.Versions[0].Weight, cur.Spec.Versions[1].Weight = ptr.To(a), ptr.To(100-a)
-		start := time.Now()
-		if err := r.env.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		start, err := r.setWeights(ctx, md, a)
+		if err != nil {
 			return err
 		}
 		at, err := waitUntil(ctx, 2*time.Minute, fmt.Sprintf("%s serving %v", name, want), func() bool {

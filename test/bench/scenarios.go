@@ -570,14 +570,8 @@ func (r *run) weights(ctx context.Context, ns string, lat *Latency) error {
 		if i%2 == 1 {
 			a = 30
 		}
-		cur := &mlv1.ModelDeployment{}
-		if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
-			return err
-		}
-		base := cur.DeepCopy()
-		cur.Spec.Versions[0].Weight, cur.Spec.Versions[1].Weight = ptr.To(a), ptr.To(100-a)
-		start := time.Now()
-		if err := r.env.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		start, err := r.setWeights(ctx, md, a)
+		if err != nil {
 			return err
 		}
 		at, err := waitUntil(ctx, time.Minute, "HTTPRoute weights", want(int64(a), int64(100-a)))
@@ -588,6 +582,19 @@ func (r *run) weights(ctx context.Context, ns string, lat *Latency) error {
 	}
 	r.logf("latency: %d ModelDeployment weight changes", r.cfg.LatencySamples)
 	return r.env.Client.Delete(ctx, md)
+}
+
+// setWeights patches md's two versions to a and 100-a percent and returns
+// when the patch was sent (the latency and rollout scenarios time from it).
+func (r *run) setWeights(ctx context.Context, md *mlv1.ModelDeployment, a int32) (time.Time, error) {
+	cur := &mlv1.ModelDeployment{}
+	if err := r.env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
+		return time.Time{}, err
+	}
+	base := cur.DeepCopy()
+	cur.Spec.Versions[0].Weight, cur.Spec.Versions[1].Weight = ptr.To(a), ptr.To(100-a)
+	start := time.Now()
+	return start, r.env.Client.Patch(ctx, cur, client.MergeFrom(base))
 }
 
 // cost runs CostJobs short jobs (workers exit 0 after 5 s) on a quiet

@@ -267,6 +267,7 @@ func (r *Reconciler) scrapeProgress(ctx context.Context, p *pass, current []*cor
 		return
 	}
 	key := client.ObjectKeyFromObject(job)
+	r.scrapes.retarget(key, rank0.UID)
 	if ok, next := r.scrapes.due(key, p.now); !ok {
 		p.requeue(next)
 		// A scrape whose status write was lost is applied again.

@@ -80,6 +80,34 @@ func TestScrapeTrackerRateLimitsAndBacksOff(t *testing.T) {
 	}
 }
 
+// A new rank 0 (a gang restart's) is scraped at once, and its failures back
+// off from the interval, not from where the previous pod's left off.
+func TestScrapeTrackerStartsAfreshForANewRank0(t *testing.T) {
+	tr := newScrapeTracker()
+	key := types.NamespacedName{Namespace: "a", Name: "b"}
+	tr.retarget(key, "rank0-attempt0")
+	tr.record(key, t0, true, 15*time.Second, 5*time.Minute)
+	now := t0.Add(15 * time.Second)
+	for range 4 { // attempt 0's rank 0 went away: 15 s, 30 s, 60 s, 120 s
+		tr.record(key, now, false, 15*time.Second, 5*time.Minute)
+	}
+	tr.retarget(key, "rank0-attempt0") // the same pod: the backoff stays
+	if ok, at := tr.due(key, now.Add(time.Minute)); ok || !at.Equal(now.Add(2*time.Minute)) {
+		t.Fatalf("the same pod's backoff was dropped: due %t at %s", ok, at)
+	}
+	tr.pend(key, scrapeResult{attempt: 0})
+	tr.retarget(key, "rank0-attempt1")
+	if ok, _ := tr.due(key, now.Add(time.Second)); !ok {
+		t.Error("the new rank 0 is not due at once")
+	}
+	if got := tr.record(key, now, false, 15*time.Second, 5*time.Minute).Sub(now); got != 15*time.Second {
+		t.Errorf("the new rank 0's first failure backs off %s, want 15s", got)
+	}
+	if tr.unwritten(key) == nil {
+		t.Error("retargeting dropped the pending scrape")
+	}
+}
+
 // A scrape stays pending until a status write carries it.
 func TestScrapeTrackerPendingUntilWritten(t *testing.T) {
 	tr := newScrapeTracker()

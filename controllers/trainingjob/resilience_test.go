@@ -263,6 +263,8 @@ type trainerServer struct {
 	srv  *httptest.Server
 	fail atomic.Bool
 	body atomic.Value
+	// served counts the /metrics bodies served.
+	served atomic.Int64
 }
 
 func newTrainerServer(t *testing.T, body string) *trainerServer {
@@ -274,6 +276,7 @@ func newTrainerServer(t *testing.T, body string) *trainerServer {
 			return
 		}
 		_, _ = w.Write([]byte(ts.body.Load().(string)))
+		ts.served.Add(1)
 	}))
 	t.Cleanup(ts.srv.Close)
 	return ts

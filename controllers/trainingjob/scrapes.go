@@ -19,6 +19,9 @@ type scrapeTracker struct {
 type scrapeEntry struct {
 	next     time.Time
 	failures int
+	// target is the pod the schedule (next, failures) is for: rank 0's
+	// pod of the current attempt (retarget).
+	target types.UID
 	// The rate baseline of attempt baseAttempt, if set.
 	base        rateBaseline
 	baseAttempt int32
@@ -54,6 +57,23 @@ func (t *scrapeTracker) due(key types.NamespacedName, now time.Time) (bool, time
 		return true, time.Time{}
 	}
 	return false, e.next
+}
+
+// retarget starts a fresh schedule when the pod to scrape is not the one
+// the schedule was for: a gang restart's new rank 0 is scraped at once and
+// its failures (while its trainer starts) back off from the interval, not
+// from the previous attempt's. Otherwise the failures of the restart (the
+// old rank 0 gone, the new one still loading its framework) doubled into
+// minutes, and a short attempt could end before its progress was read.
+func (t *scrapeTracker) retarget(key types.NamespacedName, target types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[key]
+	if e.target == target {
+		return
+	}
+	e.target, e.next, e.failures = target, time.Time{}, 0
+	t.entries[key] = e
 }
 
 // record notes a scrape's outcome and returns when the next one is due.

@@ -73,10 +73,15 @@ func TestStalledGangRestartsFromTheLatestCheckpoint(t *testing.T) {
 	assert.Equal(t, "Progressing", condition(j, "Stalled").Reason)
 	assert.Equal(t, "rank 0 reports training_step 40 (attempt 0); stallTimeout 1m0s", condition(j, "Stalled").Message)
 
-	// Two minutes of a moving step: no stall.
+	// Two minutes of a moving step: no stall. Each step's scrape is served
+	// before the next step's body is set: a pass that scraped late would
+	// read the next body at the earlier time.
 	for s := 41; s <= 48; s++ {
 		ts.body.Store("training_step " + strconv.Itoa(s) + "\ntraining_epoch 2\ntraining_checkpoint_epoch 2\n")
+		served := ts.served.Load()
 		scrapeEvery(t, job, 1)
+		require.Eventually(t, func() bool { return ts.served.Load() > served }, testutil.Timeout, testutil.Interval,
+			"no scrape of training_step %d", s)
 	}
 	j = get(t, job)
 	assert.Equal(t, mlv1.StateRunning, j.Status.State)

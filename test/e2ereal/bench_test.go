@@ -346,7 +346,7 @@ func benchWeightChanges(ctx context.Context, b *testing.B, res *realNodeFigures)
 
 	setWeights := func(v1, v2 int32) time.Time {
 		var at time.Time
-		require.NoError(b, clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		require.NoError(b, clientretry.RetryOnConflict(onConflict, func() error {
 			cur := &mlv1.ModelDeployment{}
 			if err := opClient.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-operator/ml-operator/internal/realnode"
@@ -88,6 +89,13 @@ func runPod(pod *corev1.Pod) (corev1.PodPhase, string, error) {
 }
 
 // poll calls cond every 250 ms until it is true or timeout has passed.
+// onConflict is how a test's spec change retries on a conflict: for about
+// 20 s. The operator writes a ModelDeployment's status often while a
+// rollout runs (every scrape, step and replica change), and on the busy
+// 2-core machine client-go's DefaultRetry (five tries within 50 ms) lost
+// to those writes every time (a real-node run on 2026-11-26).
+var onConflict = wait.Backoff{Steps: 25, Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Cap: 2 * time.Second}
+
 func poll(timeout time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for !cond() {

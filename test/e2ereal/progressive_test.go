@@ -163,7 +163,7 @@ func startSteppedRollout(t *testing.T, name, v2Image string) *steppedRollout {
 	r.began = time.Now()
 
 	cur := &mlv1.ModelDeployment{}
-	require.NoError(t, clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+	require.NoError(t, clientretry.RetryOnConflict(onConflict, func() error {
 		if err := opClient.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
 			return err
 		}

@@ -233,7 +233,7 @@ func waitRunning(t testing.TB, md *mlv1.ModelDeployment, timeout time.Duration, 
 func testRollbackOfACrashingVersion(t *testing.T, md *mlv1.ModelDeployment, store string) {
 	ctx := context.Background()
 	ns := md.Namespace
-	require.NoError(t, clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+	require.NoError(t, clientretry.RetryOnConflict(onConflict, func() error {
 		cur := &mlv1.ModelDeployment{}
 		if err := opClient.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
 			return err

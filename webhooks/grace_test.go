@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -26,30 +25,16 @@ func TestValidateTerminationGracePeriod(t *testing.T) {
 		"two hours": {ptr.To[int64](7200),
 			"spec.template.terminationGracePeriodSeconds: Invalid value: 7200: must be between 0 and 3600"},
 	} {
-		j := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-		DefaultTrainingJob(j, nil, testImages)
+		j := defaultedJob()
 		j.Spec.Template.TerminationGracePeriodSeconds = tc.grace
-		var got []string
-		for _, e := range validateTrainingJob(nil, j) {
-			got = append(got, e.Error())
-		}
-		if tc.want == "" {
-			assert.Empty(t, got, name)
-		} else {
-			assert.Equal(t, []string{tc.want}, got, name)
-		}
+		assertRefusal(t, j, tc.want, name)
 	}
 
-	old := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-	DefaultTrainingJob(old, nil, testImages)
+	old := defaultedJob()
 	old.Spec.Suspend = ptr.To(false)
 	job := old.DeepCopy()
 	job.Spec.Template.TerminationGracePeriodSeconds = ptr.To[int64](120)
-	var got []string
-	for _, e := range validateTrainingJob(old, job) {
-		got = append(got, e.Error())
-	}
-	assert.Equal(t, []string{"spec.template: Forbidden: may only change while the job is suspended (spec.suspend: true)"}, got)
+	assert.Equal(t, []string{"spec.template: Forbidden: may only change while the job is suspended (spec.suspend: true)"}, validationErrors(old, job))
 	old.Spec.Suspend = ptr.To(true)
 	assert.Empty(t, validateTrainingJob(old, job), "a suspended job may take a new grace period")
 }

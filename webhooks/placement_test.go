@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
 
 // spec.scheduling.placementTimeout is 0s (never) or within 10s..24h, and the
@@ -23,26 +21,16 @@ func TestValidatePlacementTimeout(t *testing.T) {
 		-time.Minute:               `spec.scheduling.placementTimeout: Invalid value: "-1m0s": must be 0s (never) or between 10s and 24h`,
 		24*time.Hour + time.Second: `spec.scheduling.placementTimeout: Invalid value: "24h0m1s": must be 0s (never) or between 10s and 24h`,
 	} {
-		j := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-		DefaultTrainingJob(j, nil, testImages)
+		j := defaultedJob()
 		j.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: d}
-		var got []string
-		for _, e := range validateTrainingJob(nil, j) {
-			got = append(got, e.Error())
-		}
-		if want == "" {
-			assert.Empty(t, got, d)
-		} else {
-			assert.Equal(t, []string{want}, got, d)
-		}
+		assertRefusal(t, j, want, d)
 	}
 }
 
 // placementTimeout may change while the job runs; the rest of scheduling
 // only while it is suspended.
 func TestPlacementTimeoutMayChangeWhileRunning(t *testing.T) {
-	old := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-	DefaultTrainingJob(old, nil, testImages)
+	old := defaultedJob()
 	old.Spec.Suspend = ptr.To(false)
 	job := old.DeepCopy()
 	job.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: time.Hour}

@@ -29,26 +29,16 @@ func TestValidateFailurePolicy(t *testing.T) {
 		"above 24h":      {mlv1.FailurePolicy{StallTimeout: &metav1.Duration{Duration: 25 * time.Hour}}, `spec.failurePolicy.stallTimeout: Invalid value: "25h0m0s": must be 0s (off) or between 30s and 24h`},
 		"unknown action": {mlv1.FailurePolicy{StallAction: "Ignore"}, `spec.failurePolicy.stallAction: Unsupported value: "Ignore": supported values: "Restart", "RestartUncounted", "Fail"`},
 	} {
-		j := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-		DefaultTrainingJob(j, nil, testImages)
+		j := defaultedJob()
 		j.Spec.FailurePolicy = &tc.policy
-		var got []string
-		for _, e := range validateTrainingJob(nil, j) {
-			got = append(got, e.Error())
-		}
-		if tc.want == "" {
-			assert.Empty(t, got, name)
-		} else {
-			assert.Equal(t, []string{tc.want}, got, name)
-		}
+		assertRefusal(t, j, tc.want, name)
 	}
 }
 
 // The failure policy may change while the job runs: it only decides what
 // a later stall does.
 func TestFailurePolicyMayChangeWhileRunning(t *testing.T) {
-	old := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-	DefaultTrainingJob(old, nil, testImages)
+	old := defaultedJob()
 	old.Spec.Suspend = ptr.To(false)
 	job := old.DeepCopy()
 	job.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeout: &metav1.Duration{Duration: 5 * time.Minute}, StallAction: mlv1.StallActionFail}

@@ -96,11 +96,7 @@ func TestDependentDefaultsFollowTheirSource(t *testing.T) {
 }
 
 func TestValidateTrainingJobMessages(t *testing.T) {
-	valid := func() *mlv1.TrainingJob {
-		j := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
-		DefaultTrainingJob(j, nil, testImages)
-		return j
-	}
+	valid := defaultedJob
 	cases := []struct {
 		name   string
 		mutate func(*mlv1.TrainingJob)
@@ -133,11 +129,7 @@ func TestValidateTrainingJobMessages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := valid()
 			tc.mutate(j)
-			var got []string
-			for _, e := range validateTrainingJob(nil, j) {
-				got = append(got, e.Error())
-			}
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, validationErrors(nil, j))
 		})
 	}
 }
@@ -163,11 +155,7 @@ func TestValidationRatchetsOnUpdate(t *testing.T) {
 	worse.Spec.Suspend = ptr.To(true)
 	old.Spec.Suspend = ptr.To(true)
 	worse.Spec.Env = append(worse.Spec.Env, corev1.EnvVar{Name: "WORLD_SIZE", Value: "2"})
-	var got []string
-	for _, e := range validateTrainingJob(old, worse) {
-		got = append(got, e.Error())
-	}
-	assert.Equal(t, []string{`spec.env[1].name: Invalid value: "WORLD_SIZE": is set by the operator and cannot be overridden`}, got)
+	assert.Equal(t, []string{`spec.env[1].name: Invalid value: "WORLD_SIZE": is set by the operator and cannot be overridden`}, validationErrors(old, worse))
 }
 
 // An update that leaves checkpoint.storage out, or only its defaulted
@@ -209,4 +197,32 @@ func TestDefaultingLeavesExplicitOutOfRangeValues(t *testing.T) {
 	assert.Equal(t, int32(-3), job.Spec.Checkpoint.KeepLast)
 	require.EqualError(t, (&TrainingJobWebhook{DefaultImages: testImages}).admit(nil, job),
 		`TrainingJob.ml.example.com "j" is invalid: spec.numWorkers: Invalid value: -1: must be between 1 and 100`)
+}
+
+// defaultedJob is a job named "job" as the defaulting webhook leaves it.
+func defaultedJob() *mlv1.TrainingJob {
+	j := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "job"}}
+	DefaultTrainingJob(j, nil, testImages)
+	return j
+}
+
+// validationErrors is validateTrainingJob's answer as strings.
+func validationErrors(old, job *mlv1.TrainingJob) []string {
+	var got []string
+	for _, e := range validateTrainingJob(old, job) {
+		got = append(got, e.Error())
+	}
+	return got
+}
+
+// assertRefusal checks that job is refused with exactly want, or accepted
+// when want is "".
+func assertRefusal(t *testing.T, job *mlv1.TrainingJob, want string, msg any) {
+	t.Helper()
+	got := validationErrors(nil, job)
+	if want == "" {
+		assert.Empty(t, got, msg)
+	} else {
+		assert.Equal(t, []string{want}, got, msg)
+	}
 }

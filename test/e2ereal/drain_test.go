@@ -17,8 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,29 +79,11 @@ func testDrainResumesFromTheStepSavedAtSIGTERM(t *testing.T) {
 	dir := checkpointVolume(t, ns, name)
 	t.Cleanup(func() { _, _ = kubectl("uncordon", realnode.NodeName) })
 
-	empty := ""
-	size := resource.MustParse("1Gi")
-	job := &mlv1.TrainingJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: mlv1.TrainingJobSpec{
-			Framework:     "pytorch",
-			Image:         TrainerImage,
-			Command:       []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
-			NumWorkers:    2,
-			GPUsPerWorker: ptr.To[int32](0),
-			// 16 steps of 5 s an epoch: the drain lands early in epoch 2,
-			// and attempt 1 has most of epoch 2 left to report the step it
-			// resumed from (its first scrapes fail until torch is loaded).
-			Hyperparameters: map[string]mlv1.HyperparameterValue{
-				"epochs":       {Raw: []byte("2")},
-				"epochSeconds": {Raw: []byte("80")},
-			},
-			Checkpoint: mlv1.CheckpointSpec{
-				Storage: mlv1.CheckpointStorage{StorageClassName: &empty, Size: &size},
-			},
-			Template: mlv1.WorkerTemplate{TerminationGracePeriodSeconds: ptr.To[int64](60)},
-		},
-	}
+	// 16 steps of 5 s an epoch: the drain lands early in epoch 2, and
+	// attempt 1 has most of epoch 2 left to report the step it resumed
+	// from (its first scrapes fail until torch is loaded).
+	job := trainerJob(ns, name, 2, 80)
+	job.Spec.Template.TerminationGracePeriodSeconds = ptr.To[int64](60)
 	require.NoError(t, opClient.Create(ctx, job))
 	began := time.Now()
 

@@ -179,6 +179,34 @@ func rankEnvChecked(t *testing.T, job *mlv1.TrainingJob, attempt int32, lastCkpt
 	return true
 }
 
+// trainerJob is a two-rank torchrun job of the example trainer (no GPUs)
+// running epochs epochs of epochSeconds each, its checkpoints on a 1Gi
+// claim of no storage class (checkpointVolume binds it).
+func trainerJob(ns, name string, epochs, epochSeconds int) *mlv1.TrainingJob {
+	empty := ""
+	size := resource.MustParse("1Gi")
+	return &mlv1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: mlv1.TrainingJobSpec{
+			Framework: "pytorch",
+			Image:     TrainerImage,
+			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
+			// its output is redirected; the operator reserves every PET_*
+			// variable, so these are flags.
+			Command:       []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
+			NumWorkers:    2,
+			GPUsPerWorker: ptr.To[int32](0),
+			Hyperparameters: map[string]mlv1.HyperparameterValue{
+				"epochs":       {Raw: []byte(strconv.Itoa(epochs))},
+				"epochSeconds": {Raw: []byte(strconv.Itoa(epochSeconds))},
+			},
+			Checkpoint: mlv1.CheckpointSpec{
+				Storage: mlv1.CheckpointStorage{StorageClassName: &empty, Size: &size},
+			},
+		},
+	}
+}
+
 // testTwoRankPyTorchJob: a real two-rank DDP job (torchrun over the
 // operator's env and headless Service, gloo) on the trainer image. Rank 0
 // serves the progress gauges and the status shows the epoch while it runs;
@@ -195,31 +223,10 @@ func testTwoRankPyTorchJob(t *testing.T) {
 	name := "ddp"
 	dir := checkpointVolume(t, ns, name)
 
-	empty := ""
-	size := resource.MustParse("1Gi")
-	job := &mlv1.TrainingJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: mlv1.TrainingJobSpec{
-			Framework: "pytorch",
-			Image:     TrainerImage,
-			// Debian's torch 1.13 torchrun crashes under Python 3.11 unless
-			// its output is redirected; the operator reserves every PET_*
-			// variable, so these are flags.
-			Command:       []string{"/usr/bin/torchrun", "--redirects=1", "--tee=1", "/opt/trainer/train.py"},
-			NumWorkers:    2,
-			GPUsPerWorker: ptr.To[int32](0),
-			// Epochs long enough that the operator's scrape (every 15 s)
-			// sees epoch 1's checkpoint while epoch 2 runs.
-			Hyperparameters: map[string]mlv1.HyperparameterValue{
-				"epochs":       {Raw: []byte("3")},
-				"epochSeconds": {Raw: []byte("40")},
-			},
-			Checkpoint: mlv1.CheckpointSpec{
-				KeepLast: 2,
-				Storage:  mlv1.CheckpointStorage{StorageClassName: &empty, Size: &size},
-			},
-		},
-	}
+	// Epochs long enough that the operator's scrape (every 15 s) sees
+	// epoch 1's checkpoint while epoch 2 runs.
+	job := trainerJob(ns, name, 3, 40)
+	job.Spec.Checkpoint.KeepLast = 2
 	require.NoError(t, opClient.Create(ctx, job))
 	began := time.Now()
 

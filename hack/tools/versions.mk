@@ -12,11 +12,13 @@ OPERATOR_SDK_VERSION   ?= v1.34.1
 OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
 COREDNS_VERSION        ?= v1.14.7
-REGISTRY_VERSION       ?= v3.1.2
-# The Prometheus server the real-node suite deploys (make prometheus): the
-# module version of Prometheus 3.12.0, the same the project's go.mod requires
-# for the PromQL engine its tests evaluate the analysis presets with.
-PROMETHEUS_VERSION     ?= v0.312.0
+# The registry and the Prometheus server of the real node come from Debian's
+# packages (docker-registry, prometheus; hack/realnode/debian-binary.sh):
+# the suite the machine's apt sources serve (bookworm: 2.8.2 and 2.42.0).
+# These name their stamps; the exact package version is written beside each
+# binary (bin/registry.version, bin/prometheus.version).
+REGISTRY_VERSION       ?= debian-bookworm
+PROMETHEUS_VERSION     ?= debian-bookworm
 # The benchmark's peer (make bench; docs/benchmarks.md), built unmodified.
 TRAINING_OPERATOR_VERSION ?= v1.9.2
 
@@ -34,8 +36,6 @@ EST_KWOK                    ?= about 2 min
 EST_KUBELET                 ?= about 6 min
 EST_KUBE_PROXY              ?= about 1 min
 EST_COREDNS                 ?= about 10 min
-EST_REGISTRY                ?= about 4 min
-EST_PROMETHEUS              ?= about 8 min
 # training-operator: 32 min measured once, niced, with the machine's other
 # work at load 15-20; not measured on an idle machine.
 EST_TRAINING_OPERATOR       ?= about 30 min under load

@@ -38,6 +38,17 @@ func StorageInitializerSpec(ref, bin string) Spec {
 	}
 }
 
+// TrainerRootfs is the root filesystem of the trainer image: Debian
+// bookworm with PyTorch and the Prometheus client, for
+// test/torch/trainer/train.py. `make trainer-rootfs` (hack/trainer-rootfs)
+// makes it ahead of the real-node suite, which .ci/run does while it
+// compiles.
+var TrainerRootfs = Rootfs{
+	Suite:    "bookworm",
+	Variant:  "apt",
+	Packages: []string{"python3-torch", "python3-prometheus-client"},
+}
+
 // Digest is the digest (sha256:...) of the image s describes, built now:
 // the digest a registry serves the image under once it is pushed.
 func Digest(s Spec) (string, error) {

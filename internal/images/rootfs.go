@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Rootfs describes a Debian root filesystem made by mmdebstrap from the
@@ -34,7 +36,10 @@ func (r Rootfs) Key() string {
 
 // Tarball returns the path of the rootfs tarball in the cache, running
 // mmdebstrap first when no tarball with the same inputs is cached (about
-// five minutes for python3-torch, 1.35 GB).
+// five minutes for python3-torch, 1.35 GB). Callers in several processes
+// (make trainer-rootfs ahead of the suite, tests side by side) take turns
+// on a lock file beside the tarball: the second waits for the first's
+// tarball instead of making its own.
 func (c Cache) Tarball(ctx context.Context, r Rootfs) (string, error) {
 	out := filepath.Join(c.Dir, "rootfs", r.Key()+".tar")
 	if _, err := os.Stat(out); err == nil {
@@ -42,6 +47,14 @@ func (c Cache) Tarball(ctx context.Context, r Rootfs) (string, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
+	}
+	unlock, err := lockFile(ctx, out+".lock")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(out); err == nil {
+		return out, nil // made while this waited
 	}
 	tmp := out + ".tmp"
 	_ = os.Remove(tmp)
@@ -60,4 +73,29 @@ func (c Cache) Tarball(ctx context.Context, r Rootfs) (string, error) {
 		return "", fmt.Errorf("mmdebstrap %s: %w: %s", strings.Join(args, " "), err, tail)
 	}
 	return out, os.Rename(tmp, out)
+}
+
+// lockFile takes an exclusive flock on path (created if missing), polling
+// so that ctx can end the wait, and returns its release.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for %s: %w", path, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

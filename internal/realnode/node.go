@@ -518,10 +518,6 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-// TrainerRootfs is the root filesystem of the trainer image: Debian
-// bookworm with PyTorch and the Prometheus client, for test/torch/trainer/train.py.
-var TrainerRootfs = images.Rootfs{
-	Suite:    "bookworm",
-	Variant:  "apt",
-	Packages: []string{"python3-torch", "python3-prometheus-client"},
-}
+// TrainerRootfs is the root filesystem of the trainer image
+// (images.TrainerRootfs, where `make trainer-rootfs` finds it too).
+var TrainerRootfs = images.TrainerRootfs

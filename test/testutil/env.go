@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -25,10 +25,31 @@ import (
 	"github.com/ml-operator/ml-operator/webhooks"
 )
 
-// RepoRoot returns the repository root (the directory holding go.mod).
+// modulePath is the main module's path, on the first line of its go.mod.
+const modulePath = "github.com/ml-operator/ml-operator"
+
+// RepoRoot returns the repository root (the directory holding the main
+// module's go.mod): the nearest directory at or above the working
+// directory whose go.mod declares the module (go test runs a package's
+// tests in its directory; hack/tools/* hold go.mods of other modules). It
+// does not read the source path compiled into the binary, which -trimpath
+// (as .ci/run builds) removes.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testutil.RepoRoot: %v", err))
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			first, _, _ := strings.Cut(string(b), "\n")
+			if strings.TrimSpace(first) == "module "+modulePath {
+				return d
+			}
+		}
+		if filepath.Dir(d) == d {
+			panic(fmt.Sprintf("testutil.RepoRoot: no go.mod of %s at or above %s", modulePath, dir))
+		}
+	}
 }
 
 // Env is a running envtest control plane.

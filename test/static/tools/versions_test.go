@@ -28,6 +28,10 @@ type pin struct {
 	// want maps a module path (at the version a go.mod has) to the version
 	// versions.mk implies for it, or "" when the module is not tied to it.
 	want func(version, module, got string) string
+	// debian names the Debian package a tool is taken from instead
+	// (hack/realnode/debian-binary.sh): its variable only names the stamp,
+	// debian-<suite>, and no go.mod is involved.
+	debian string
 }
 
 var (
@@ -79,8 +83,8 @@ var pins = map[string]pin{
 	"OPM_VERSION":            {goMod: "hack/tools/opm", want: exactly("github.com/operator-framework/operator-registry")},
 	"OPERATOR_SDK_VERSION":   {goMod: "hack/tools/opsdk", want: exactly("github.com/operator-framework/operator-sdk")},
 	"COREDNS_VERSION":        {goMod: "hack/tools/coredns", want: exactly("github.com/coredns/coredns")},
-	"REGISTRY_VERSION":       {goMod: "hack/tools/registry", want: exactly("github.com/distribution/distribution/v3")},
-	"PROMETHEUS_VERSION":     {goMod: "hack/tools/prometheus", want: exactly("github.com/prometheus/prometheus")},
+	"REGISTRY_VERSION":       {debian: "docker-registry"},
+	"PROMETHEUS_VERSION":     {debian: "prometheus"},
 	"CONTROLLER_GEN_VERSION": {want: exactly("sigs.k8s.io/controller-tools")},
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
 	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},
@@ -180,6 +184,12 @@ func disagreements(root string) ([]string, error) {
 		p, ok := pins[name]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("versions.mk pins %s, which this test does not know: add the module(s) it fixes to pins", name))
+			continue
+		}
+		if p.debian != "" {
+			if !strings.HasPrefix(version, "debian-") {
+				problems = append(problems, fmt.Sprintf("%s=%s: %s comes from Debian's package %s; name its stamp debian-<suite>", name, version, name, p.debian))
+			}
 			continue
 		}
 		if p.goMod != "" {
@@ -335,25 +345,5 @@ func TestProjectGoModHasNoKubernetesInternals(t *testing.T) {
 		if v, ok := m.versions[internal]; ok {
 			t.Errorf("go.mod requires %s %s: build it from hack/tools instead", internal, v)
 		}
-	}
-}
-
-// The Prometheus server the real-node suite runs (hack/tools/prometheus) is
-// the release whose PromQL engine the unit tests evaluate the analysis
-// presets with (the project's go.mod), so a preset the unit tests pass is
-// the one the server answered on the real node.
-func TestPrometheusServerIsTheTestedEngine(t *testing.T) {
-	root := testutil.RepoRoot()
-	project, err := readGoMod(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool, err := readGoMod(filepath.Join(root, "hack", "tools", "prometheus", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const m = "github.com/prometheus/prometheus"
-	if project.versions[m] == "" || project.versions[m] != tool.versions[m] {
-		t.Errorf("go.mod has %s %q, hack/tools/prometheus/go.mod %q: keep them one release", m, project.versions[m], tool.versions[m])
 	}
 }

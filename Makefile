@@ -104,7 +104,7 @@ COVER_MIN ?= 75
 .PHONY: test
 test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ## Run vet, then the unit and envtest suites built with the race detector (RACE); writes cover.out and lists what did not run.
 	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
-	TESTUTIL_TIMEOUT=$${TESTUTIL_TIMEOUT:-$(if $(RACE),30s,10s)} go test $(RACE) ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
+	TESTUTIL_TIMEOUT=$${TESTUTIL_TIMEOUT:-$(if $(RACE),30s,10s)} $(if $(RACE),CGO_ENABLED=1 )go test $(RACE) ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 	@grep -v 'zz_generated' cover.all.out > cover.out && rm -f cover.all.out
 	@echo "coverage of api/, controllers/, webhooks/, internal/integrations/: $$(go tool cover -func=cover.out | awk '/^total:/ {print $$3}')"
 
@@ -112,7 +112,9 @@ test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ##
 # with coverage (covermode atomic), so any data race fails `make test`.
 # It replaced a second, race-only pass over the same suites (make
 # test-race) that cost a cold CI run 15 minutes (docs/decisions.md, "One
-# test pass"). `make test RACE=` runs them without it, faster.
+# test pass"). `make test RACE=` runs them without it, faster. The race
+# detector needs cgo, so this pass turns it on even where the rest of the
+# build has it off (.ci/run: CGO_ENABLED=0 for everything else).
 RACE ?= -race
 
 .PHONY: coverage-check

@@ -131,14 +131,16 @@ type TrainingJobSpec struct {
 	// +optional
 	NumWorkers int32 `json:"numWorkers,omitempty"`
 
-	// Elastic lets a pytorch gang go on with fewer ranks: when ranks lost
-	// to node loss or preemption stay unschedulable past a grace period
-	// (2m, or the placement timeout when that is shorter), the next
-	// attempt runs with the ranks that were placed, if they are at least
-	// minWorkers, from the latest checkpoint; at a later checkpoint it
-	// grows back to numWorkers. numWorkers must lie between minWorkers
-	// and maxWorkers. torchrun gets an elastic rendezvous (PET_NNODES
-	// "<minWorkers>:<maxWorkers>", c10d on rank 0). Mutable only while
+	// Elastic lets a pytorch gang go on with fewer ranks: when some rank
+	// of an attempt stays unschedulable past a grace period (2m, or the
+	// placement timeout when that is shorter), typically the replacement
+	// of a rank lost to node loss or preemption, the next attempt runs
+	// with the ranks that were placed, if they are at least minWorkers,
+	// from the latest checkpoint; at a checkpoint written by a shrunk
+	// attempt it grows back to numWorkers. numWorkers must lie between
+	// minWorkers and maxWorkers. torchrun gets an elastic rendezvous
+	// (PET_NNODES "<minWorkers>:<maxWorkers>", c10d on rank 0).
+	// status.worldSize shows the current size. Mutable only while
 	// suspended.
 	// +optional
 	Elastic *ElasticSpec `json:"elastic,omitempty"`

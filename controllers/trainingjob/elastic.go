@@ -21,9 +21,9 @@ import (
 //     place (bound to a node) are at least minWorkers: the next attempt
 //     runs with that many ranks, from the latest checkpoint.
 //   - growOf: the gang runs shrunk, every rank is running, and rank 0
-//     reported a checkpoint written after this attempt's pods were created
-//     (a checkpoint boundary): the next attempt tries numWorkers again from
-//     that checkpoint; if ranks stay unschedulable, shrinkOf applies again.
+//     reported a checkpoint this attempt wrote (a checkpoint boundary): the
+//     next attempt tries numWorkers again from that checkpoint; if ranks
+//     stay unschedulable, shrinkOf applies again.
 //
 // The operator has no cheap way to see capacity come back (no probe pod is
 // kept pending), so growing is an attempt at each checkpoint boundary.
@@ -86,8 +86,8 @@ func shrinkOf(g gangState) (d decision, recheck time.Time, ok bool) {
 
 // growOf decides whether an elastic job running shrunk tries numWorkers
 // again: every rank of the attempt is running and rank 0 reported a
-// checkpoint whose time is after the attempt's pods were created, so the
-// restart loses (almost) nothing.
+// checkpoint this attempt wrote (checkpointOfThisAttempt), so the restart
+// loses (almost) nothing.
 func growOf(g gangState) (decision, bool) {
 	job, st := g.job, &g.job.Status
 	current, want := job.AttemptWorkers(), job.Spec.EffectiveNumWorkers()

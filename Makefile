@@ -56,7 +56,7 @@ BUILD_TOOL = $(CURDIR)/hack/build-tool.sh
 build_tool = $(BUILD_TOOL) $(1) $(2) "$(call tool_n,$(1))" "$(3)" --
 tool_n = $(if $(filter $(1),$(TOOLS_ORDER)),$(call tool_pos,$(1)) of $(TOOLS_TOTAL),$(if $(filter $(1),$(REAL_NODE_TOOLS)),for the real node,not needed by make test or make run))
 # What the real node (make run NODE=real, make e2e-real) builds on top.
-REAL_NODE_TOOLS := kubelet kube-proxy coredns
+REAL_NODE_TOOLS := kubelet kube-proxy coredns prometheus
 tool_pos = $(strip $(foreach i,$(shell seq $(TOOLS_TOTAL)),$(if $(filter $(1),$(word $(i),$(TOOLS_ORDER))),$(i))))
 
 .PHONY: all

@@ -37,19 +37,26 @@ $(STAMPS)/registry-$(REGISTRY_VERSION): | $(STAMPS)
 	@touch $@
 
 # Prometheus for the progressive-delivery tests (test/e2ereal, issue 23):
-# Debian's prometheus (2.42), its program copied into bin/prometheus by
-# hack/realnode/debian-binary.sh, not installed (the package would enable a
-# system service). It runs in a pod, with the C library it links against
-# (internal/images.LinkedFiles). Building cmd/prometheus from the module
-# proxy cost a cold CI run 8 to 12 minutes (docs/decisions.md, "A cold CI
-# run under an hour"); the PromQL engine the preset tests evaluate with is
-# still the module the project's go.mod requires (3.x), so the presets are
-# checked against both major versions.
+# cmd/prometheus of the module the project's go.mod requires (its `tool`
+# directive; the same release whose PromQL engine the preset tests evaluate
+# with), static, with Kubernetes service discovery only (upstream's build
+# tags remove_all_sd and enable_kubernetes_sd leave out the cloud
+# providers' SDKs) and without the web UI assets (they are not in the
+# module; the HTTP API is all the tests and the manager use). Built in the
+# project's own module graph, it shares the compilation of client-go,
+# client_golang, the PromQL engine and the rest with the project: .ci/run's
+# static -trimpath build (docs/decisions.md, "A cold CI run under an hour").
+# Debian's prometheus package was tried: it is built without Kubernetes
+# discovery.
 PROMETHEUS ?= $(LOCALBIN)/prometheus
+PROMETHEUS_RELEASE = $(shell echo $(PROMETHEUS_VERSION) | sed -E 's/^v0\.([0-9])([0-9][0-9])\.([0-9]+)$$/\1.\2.\3/; s/^([0-9]+)\.0([0-9])/\1.\2/')
 .PHONY: prometheus
-prometheus: $(STAMPS)/prometheus-$(PROMETHEUS_VERSION) ## Prometheus (Debian's package, unpacked, not installed) into bin/, for make e2e-real.
-$(STAMPS)/prometheus-$(PROMETHEUS_VERSION): | $(STAMPS)
-	@bash hack/realnode/debian-binary.sh prometheus usr/bin/prometheus $(PROMETHEUS)
+prometheus: $(STAMPS)/prometheus-$(PROMETHEUS_VERSION) ## Prometheus (cmd/prometheus of the project's go.mod, Kubernetes discovery only) into bin/, for make e2e-real.
+$(STAMPS)/prometheus-$(PROMETHEUS_VERSION): go.mod | $(STAMPS)
+	@$(call build_tool,prometheus,$(PROMETHEUS_VERSION),$(EST_PROMETHEUS)) env CGO_ENABLED=0 go build -trimpath \
+		-tags remove_all_sd,enable_kubernetes_sd \
+		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_RELEASE) -X github.com/prometheus/common/version.Branch=$(PROMETHEUS_VERSION)" \
+		-o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
 	@touch $@
 
 .PHONY: trainer-rootfs

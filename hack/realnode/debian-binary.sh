@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Copies one program out of a Debian package into bin/ without installing
-# the package (make registry, make prometheus):
+# the package (make node-tools: the registry):
 #
 #   hack/realnode/debian-binary.sh PACKAGE PATH-IN-PACKAGE OUT
 #
 # The package comes from the machine's own apt sources (`apt-get download`,
 # no mirror named) and is unpacked with `dpkg-deb -x` into a temporary
-# directory. Nothing is installed: installing Debian's prometheus or
-# docker-registry would enable a system service that listens on every
-# interface at the next boot, and the real node runs its own copies (the
-# registry on 127.0.0.1, Prometheus in a pod). The package's version is
+# directory. Nothing is installed: installing Debian's docker-registry
+# would enable a system service that listens on every interface at the next
+# boot, and the real node runs its own registry on 127.0.0.1. The package's version is
 # printed and written beside the binary (OUT.version).
 set -euo pipefail
 pkg=$1 path=$2 out=$3

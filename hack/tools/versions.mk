@@ -12,13 +12,16 @@ OPERATOR_SDK_VERSION   ?= v1.34.1
 OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0
 COREDNS_VERSION        ?= v1.14.7
-# The registry and the Prometheus server of the real node come from Debian's
-# packages (docker-registry, prometheus; hack/realnode/debian-binary.sh):
-# the suite the machine's apt sources serve (bookworm: 2.8.2 and 2.42.0).
-# These name their stamps; the exact package version is written beside each
-# binary (bin/registry.version, bin/prometheus.version).
+# The real node's registry comes from Debian's docker-registry package
+# (hack/realnode/debian-binary.sh): the suite the machine's apt sources
+# serve (bookworm: 2.8.2). This names its stamp; the exact package version
+# is written beside the binary (bin/registry.version).
 REGISTRY_VERSION       ?= debian-bookworm
-PROMETHEUS_VERSION     ?= debian-bookworm
+# The Prometheus server the real-node suite deploys (make prometheus): the
+# module version of Prometheus 3.12.0, a `tool` of the project's go.mod,
+# which requires it for the PromQL engine its tests evaluate the analysis
+# presets with.
+PROMETHEUS_VERSION     ?= v0.312.0
 # The benchmark's peer (make bench; docs/benchmarks.md), built unmodified.
 TRAINING_OPERATOR_VERSION ?= v1.9.2
 
@@ -36,6 +39,8 @@ EST_KWOK                    ?= about 2 min
 EST_KUBELET                 ?= about 6 min
 EST_KUBE_PROXY              ?= about 1 min
 EST_COREDNS                 ?= about 10 min
+# Prometheus: on top of the project's own compilation (it shares it), not alone.
+EST_PROMETHEUS              ?= about 3 min
 # training-operator: 32 min measured once, niced, with the machine's other
 # work at load 15-20; not measured on an idle machine.
 EST_TRAINING_OPERATOR       ?= about 30 min under load

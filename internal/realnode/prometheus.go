@@ -21,12 +21,11 @@ import (
 )
 
 // The Prometheus the real node runs for the progressive-delivery tests:
-// bin/prometheus (`make prometheus`: the program of Debian's prometheus
-// package, unpacked, not installed) with the C library and loader it links
-// against in one layer, as a Deployment and a Service in a namespace of its
-// own.
+// bin/prometheus (`make prometheus`: cmd/prometheus of the module the
+// project's go.mod requires, with Kubernetes discovery only) alone in a
+// layer, as a Deployment and a Service in a namespace of its own.
 const (
-	PrometheusImage     = "realnode.local/prometheus:debian"
+	PrometheusImage     = "realnode.local/prometheus:v3.12.0"
 	PrometheusNamespace = "ml-operator-prometheus"
 	PrometheusName      = "prometheus"
 	PrometheusPort      = 9090
@@ -194,13 +193,9 @@ func (n *Node) DeployPrometheus(ctx context.Context, o PrometheusOptions) error 
 	if _, err := os.Stat(o.Binary); err != nil {
 		return fmt.Errorf("prometheus: %w: run `make prometheus`", err)
 	}
-	libs, err := images.LinkedFiles(ctx, o.Binary)
-	if err != nil {
-		return fmt.Errorf("prometheus: %w", err)
-	}
 	if err := n.PushImage(ctx, images.Spec{
 		Ref:        PrometheusImage,
-		Files:      append([]images.File{{Source: o.Binary, Path: "/bin/prometheus"}}, libs...),
+		Files:      []images.File{{Source: o.Binary, Path: "/bin/prometheus"}},
 		Entrypoint: []string{"/bin/prometheus"},
 		User:       fmt.Sprintf("%d:%d", PrometheusUser, PrometheusUser),
 	}); err != nil {

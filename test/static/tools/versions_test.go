@@ -80,11 +80,13 @@ var pins = map[string]pin{
 		}
 		return ""
 	}},
-	"OPM_VERSION":            {goMod: "hack/tools/opm", want: exactly("github.com/operator-framework/operator-registry")},
-	"OPERATOR_SDK_VERSION":   {goMod: "hack/tools/opsdk", want: exactly("github.com/operator-framework/operator-sdk")},
-	"COREDNS_VERSION":        {goMod: "hack/tools/coredns", want: exactly("github.com/coredns/coredns")},
-	"REGISTRY_VERSION":       {debian: "docker-registry"},
-	"PROMETHEUS_VERSION":     {debian: "prometheus"},
+	"OPM_VERSION":          {goMod: "hack/tools/opm", want: exactly("github.com/operator-framework/operator-registry")},
+	"OPERATOR_SDK_VERSION": {goMod: "hack/tools/opsdk", want: exactly("github.com/operator-framework/operator-sdk")},
+	"COREDNS_VERSION":      {goMod: "hack/tools/coredns", want: exactly("github.com/coredns/coredns")},
+	"REGISTRY_VERSION":     {debian: "docker-registry"},
+	// The project's go.mod requires it (the PromQL engine) and builds the
+	// server from it (a tool directive).
+	"PROMETHEUS_VERSION":     {goMod: ".", want: exactly("github.com/prometheus/prometheus")},
 	"CONTROLLER_GEN_VERSION": {want: exactly("sigs.k8s.io/controller-tools")},
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
 	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},

@@ -348,7 +348,7 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 	}
 	errs = append(errs, validateGPUResources(s, p.Child("resources"))...)
 	for i, e := range s.Env {
-		if mlv1.IsReservedEnvName(e.Name) {
+		if s.ReservesEnvName(e.Name) {
 			errs = append(errs, field.Invalid(p.Child("env").Index(i).Child("name"), e.Name,
 				"is set by the operator and cannot be overridden"))
 		}
@@ -362,6 +362,7 @@ func validateTrainingJobSpec(s *mlv1.TrainingJobSpec, p *field.Path) field.Error
 		errs = append(errs, field.Invalid(p.Child("parameterServers"), s.ParameterServers,
 			"only supported with framework tensorflow"))
 	}
+	errs = append(errs, s.ValidateElastic(p)...)
 	if err := validatePlacementTimeout(s.Scheduling.PlacementTimeout, p.Child("scheduling", "placementTimeout")); err != nil {
 		errs = append(errs, err)
 	}
@@ -564,6 +565,7 @@ func validateTrainingJobUpdate(old, s *mlv1.TrainingJobSpec, p *field.Path) fiel
 		{"env", old.Env, s.Env},
 		{"gpusPerWorker", old.GPUsPerWorker, s.GPUsPerWorker},
 		{"nprocPerNode", old.NProcPerNode, s.NProcPerNode},
+		{"elastic", old.Elastic, s.Elastic},
 		{"resources", old.Resources, s.Resources},
 		// placementTimeout may change at any time: it only bounds a wait.
 		{"scheduling", withoutPlacementTimeout(old.Scheduling), withoutPlacementTimeout(s.Scheduling)},

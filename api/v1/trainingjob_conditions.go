@@ -76,6 +76,10 @@ const (
 	// ReasonRescaled: numWorkers (or a TensorFlow job's cluster) changed
 	// while the gang ran (a disruption).
 	ReasonRescaled = "Rescaled"
+	// ReasonResized: an elastic gang (spec.elastic) shrinks to the ranks
+	// that can be placed, or grows back to numWorkers at a checkpoint (a
+	// disruption; status.worldSize shows the new size).
+	ReasonResized = "Resized"
 	// ReasonPlacementTimeout: a rank was still unschedulable when
 	// spec.scheduling.placementTimeout expired; the whole gang is released
 	// and retried (counted in placementTimeouts, not against backoffLimit).

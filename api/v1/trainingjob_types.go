@@ -77,6 +77,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.command) == has(oldSelf.command) && (!has(self.command) || self.command == oldSelf.command))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".command"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.args) == has(oldSelf.args) && (!has(self.args) || self.args == oldSelf.args))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".args"
 // +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".resources"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.suspend) && oldSelf.suspend) || (has(self.elastic) == has(oldSelf.elastic) && (!has(self.elastic) || self.elastic == oldSelf.elastic))",message="may only change while the job is suspended (spec.suspend: true)",fieldPath=".elastic"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.framework) || self.framework == 'pytorch'",message="elastic is only supported with framework pytorch",fieldPath=".elastic"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || !has(self.elastic.minWorkers) || !has(self.elastic.maxWorkers) || ((has(self.numWorkers) ? self.numWorkers : 1) >= self.elastic.minWorkers && (has(self.numWorkers) ? self.numWorkers : 1) <= self.elastic.maxWorkers)",message="must be between spec.elastic.minWorkers and spec.elastic.maxWorkers",fieldPath=".numWorkers"
 type TrainingJobSpec struct {
 	// Framework decides which distributed-training environment is injected:
 	// torchrun (PET_*) for pytorch, TF_CONFIG for tensorflow, DMLC_* for xgboost,
@@ -127,6 +130,20 @@ type TrainingJobSpec struct {
 	// +kubebuilder:default=1
 	// +optional
 	NumWorkers int32 `json:"numWorkers,omitempty"`
+
+	// Elastic lets a pytorch gang go on with fewer ranks: when some rank
+	// of an attempt stays unschedulable past a grace period (2m, or the
+	// placement timeout when that is shorter), typically the replacement
+	// of a rank lost to node loss or preemption, the next attempt runs
+	// with the ranks that were placed, if they are at least minWorkers,
+	// from the latest checkpoint; at a checkpoint written by a shrunk
+	// attempt it grows back to numWorkers. numWorkers must lie between
+	// minWorkers and maxWorkers. torchrun gets an elastic rendezvous
+	// (PET_NNODES "<minWorkers>:<maxWorkers>", c10d on rank 0).
+	// status.worldSize shows the current size. Mutable only while
+	// suspended.
+	// +optional
+	Elastic *ElasticSpec `json:"elastic,omitempty"`
 
 	// GPUsPerWorker is the number of GPUs each worker requests (requests =
 	// limits) of gpuResourceName. Mutable only while suspended.
@@ -235,6 +252,22 @@ type TrainingJobSpec struct {
 	// Template is merged into every worker pod. Mutable only while suspended.
 	// +optional
 	Template WorkerTemplate `json:"template,omitempty"`
+}
+
+// ElasticSpec bounds an elastic gang's size (spec.elastic).
+// +kubebuilder:validation:XValidation:rule="!has(self.minWorkers) || !has(self.maxWorkers) || self.minWorkers <= self.maxWorkers",message="must be less than or equal to maxWorkers",fieldPath=".minWorkers"
+type ElasticSpec struct {
+	// MinWorkers is the fewest ranks the gang goes on with; below it, the
+	// job waits for capacity as a fixed-size job does.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MinWorkers int32 `json:"minWorkers"`
+
+	// MaxWorkers is the most ranks torchrun's rendezvous admits
+	// (--nnodes=<minWorkers>:<maxWorkers>); numWorkers may not exceed it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxWorkers int32 `json:"maxWorkers"`
 }
 
 // HyperparameterValue is a string, number or boolean hyperparameter. It keeps
@@ -625,6 +658,13 @@ type TrainingJobStatus struct {
 	// +optional
 	PlacementStartTime *metav1.Time `json:"placementStartTime,omitempty"`
 
+	// WorldSize is the number of ranks (worker pods; WORLD_SIZE is that
+	// times nprocPerNode) the current attempt runs with, and the number the
+	// job asks for (numWorkers). They differ while an elastic job runs
+	// shrunk.
+	// +optional
+	WorldSize *WorldSize `json:"worldSize,omitempty"`
+
 	// GangPlacement is how the current gang is placed all-or-nothing: Kueue,
 	// Volcano or Coscheduling (a gang scheduler admits every pod at once),
 	// Native (Kubernetes' own gang scheduling: a scheduling.k8s.io/v1alpha2
@@ -762,6 +802,15 @@ type WorkerStatus struct {
 	// Node the pod runs on.
 	// +optional
 	Node string `json:"node,omitempty"`
+}
+
+// WorldSize is the current and desired number of ranks (status.worldSize).
+type WorldSize struct {
+	// Current is the number of ranks of the current attempt.
+	Current int32 `json:"current"`
+	// Desired is the number of ranks the job asks for: numWorkers. An
+	// elastic job running shrunk grows back to it at a checkpoint.
+	Desired int32 `json:"desired"`
 }
 
 // CheckpointStatus is a checkpoint rank 0 reported.

@@ -51,6 +51,10 @@ func TestBoundsMatchTheSchema(t *testing.T) {
 		"v1alpha1 gpuPerWorker maximum":  {alpha["gpuPerWorker"].Maximum, mlv1.MaxGPUsPerWorker},
 		"v1 hyperparameters maxProps":    {num(float64(*v1["hyperparameters"].MaxProperties)), mlv1.MaxHyperparameters},
 		"v1alpha1 hyperparameters props": {num(float64(*alpha["hyperparameters"].MaxProperties)), mlv1.MaxHyperparameters},
+		"v1 elastic minWorkers minimum":  {v1["elastic"].Properties["minWorkers"].Minimum, mlv1.MinElasticWorkers},
+		"v1 elastic minWorkers maximum":  {v1["elastic"].Properties["minWorkers"].Maximum, mlv1.MaxElasticWorkers},
+		"v1 elastic maxWorkers minimum":  {v1["elastic"].Properties["maxWorkers"].Minimum, mlv1.MinElasticWorkers},
+		"v1 elastic maxWorkers maximum":  {v1["elastic"].Properties["maxWorkers"].Maximum, mlv1.MaxElasticWorkers},
 		"v1 template terminationGracePeriodSeconds minimum": {
 			v1["template"].Properties["terminationGracePeriodSeconds"].Minimum, 0},
 		"v1 template terminationGracePeriodSeconds maximum": {

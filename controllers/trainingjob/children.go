@@ -117,6 +117,7 @@ func (r *Reconciler) runGang(ctx context.Context, p *pass, g attemptPods) error 
 	// pass that sees them arrive has nothing new to write.
 	markPlacementStart(st, len(g.current)+len(g.ps)+len(inFlight), p.now)
 	observeWorkers(st, append(g.current, inFlight...), job.Spec.EffectiveGPUResourceName())
+	st.WorldSize = job.ObservedWorldSize()
 	r.updateActiveState(p, g.current)
 	r.ensureMLflowRun(ctx, p)
 	if st.State == mlv1.StateRunning {
@@ -135,7 +136,7 @@ func (r *Reconciler) createMissing(ctx context.Context, p *pass, current, ps []*
 		have[pod.Name] = true
 	}
 	var want []*corev1.Pod
-	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+	for rank := int32(0); rank < job.AttemptWorkers(); rank++ {
 		want = append(want, desiredWorkerPod(job, rank, attempt, &r.cfg, p.shareNode))
 	}
 	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {

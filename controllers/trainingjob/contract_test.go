@@ -29,14 +29,17 @@ func contractJobs() []*mlv1.TrainingJob {
 	}
 	gloo := testJob(mlv1.FrameworkPyTorch)
 	gloo.Spec.GPUsPerWorker = ptr.To(int32(0))
-	return append(jobs, gloo)
+	elastic := testJob(mlv1.FrameworkPyTorch)
+	elastic.Spec.Elastic = &mlv1.ElasticSpec{MinWorkers: 1, MaxWorkers: 2}
+	return append(jobs, gloo, elastic)
 }
 
 // operatorEnv is the env of every pod the controller builds for the
-// contract jobs, without the user's spec.env.
-func operatorEnv(t *testing.T) map[string]bool {
+// contract jobs, without the user's spec.env: each name with the spec of a
+// job whose pods have it.
+func operatorEnv(t *testing.T) map[string]*mlv1.TrainingJobSpec {
 	t.Helper()
-	names := map[string]bool{}
+	names := map[string]*mlv1.TrainingJobSpec{}
 	for _, job := range contractJobs() {
 		pods := []*corev1.Pod{desiredWorkerPod(job, 0, 0, &testCfg, false), desiredWorkerPod(job, 1, 0, &testCfg, false)}
 		for i := range job.Spec.ParameterServers {
@@ -46,7 +49,7 @@ func operatorEnv(t *testing.T) map[string]bool {
 			env := pod.Spec.Containers[0].Env
 			user := len(job.Spec.Env)
 			for _, e := range env[:len(env)-user] {
-				names[e.Name] = true
+				names[e.Name] = &job.Spec
 			}
 		}
 	}
@@ -55,11 +58,12 @@ func operatorEnv(t *testing.T) map[string]bool {
 
 // Every variable the controller sets is reserved by the worker contract in
 // api/v1, which the admission webhook refuses in spec.env, except the
-// defaults the contract lists as the user's to override.
+// defaults the contract lists as the user's to override. The rendezvous
+// variables of an elastic job are reserved for such jobs only.
 func TestEveryEnvNameTheControllerSetsIsReserved(t *testing.T) {
-	for name := range operatorEnv(t) {
-		if !mlv1.IsReservedEnvName(name) && !slices.Contains(mlv1.OverridableEnvNames, name) {
-			t.Errorf("the controller sets %s, which mlv1.IsReservedEnvName does not reserve: add it to the worker contract (api/v1/worker_contract.go)", name)
+	for name, spec := range operatorEnv(t) {
+		if !spec.ReservesEnvName(name) && !slices.Contains(mlv1.OverridableEnvNames, name) {
+			t.Errorf("the controller sets %s, which the job's ReservesEnvName does not reserve: add it to the worker contract (api/v1/worker_contract.go, api/v1/elastic.go)", name)
 		}
 	}
 }
@@ -68,8 +72,8 @@ func TestEveryEnvNameTheControllerSetsIsReserved(t *testing.T) {
 // name, each family and each overridable default is in some pod.
 func TestEveryReservedEnvNameIsSet(t *testing.T) {
 	set := operatorEnv(t)
-	for _, name := range append(slices.Clone(mlv1.ReservedEnvNames), mlv1.OverridableEnvNames...) {
-		if !set[name] {
+	for _, name := range slices.Concat(mlv1.ReservedEnvNames, mlv1.OverridableEnvNames, mlv1.ElasticEnvNames) {
+		if set[name] == nil {
 			t.Errorf("%s is in the worker contract but no pod sets it", name)
 		}
 	}

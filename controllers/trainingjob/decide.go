@@ -42,6 +42,9 @@ type decision struct {
 	// stalled marks a decision about a stall (whatever its kind): the job
 	// gets Stalled=True.
 	stalled bool
+	// workers is the number of ranks of the next attempt when an elastic
+	// gang shrinks or grows (elastic.go); 0 leaves it as it is.
+	workers int32
 }
 
 // gangState is everything decide looks at, gathered by the controller.
@@ -105,7 +108,7 @@ func decide(g gangState) decision {
 	for _, p := range pods {
 		present[rankOf(p)] = true
 	}
-	for rank := int32(0); rank < spec.EffectiveNumWorkers(); rank++ {
+	for rank := int32(0); rank < g.job.AttemptWorkers(); rank++ {
 		if g.seenRanks[rank] && !present[rank] {
 			return decision{kind: restartForDisruption, reason: mlv1.ReasonPodDeleted,
 				message: fmt.Sprintf("rank %d: pod %s was deleted", rank, mlv1.WorkerPodName(g.job.Name, rank))}
@@ -121,11 +124,11 @@ func decide(g gangState) decision {
 
 	succeeded := int32(0)
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded && rankOf(p) < spec.EffectiveNumWorkers() {
+		if p.Status.Phase == corev1.PodSucceeded && rankOf(p) < g.job.AttemptWorkers() {
 			succeeded++
 		}
 	}
-	if succeeded == spec.EffectiveNumWorkers() {
+	if succeeded == g.job.AttemptWorkers() {
 		return decision{kind: complete, reason: mlv1.ReasonAllWorkersSucceeded,
 			message: fmt.Sprintf("all %d ranks exited 0", succeeded)}
 	}
@@ -136,6 +139,17 @@ func decide(g gangState) decision {
 	if d, ok := stallOf(g.job, g.stall); ok {
 		d.stalled = true
 		return d
+	}
+	if d, ok := growOf(g); ok {
+		return d
+	}
+	// An elastic gang shrinks before its placement timeout releases it.
+	d, shrinkAt, shrink := shrinkOf(g)
+	if shrink {
+		return d
+	}
+	if !shrinkAt.IsZero() && (recheck.IsZero() || shrinkAt.Before(recheck)) {
+		recheck = shrinkAt
 	}
 	d, expiry, expired := placementTimeoutOf(g)
 	if expired {
@@ -257,7 +271,7 @@ func disruptionOf(p *corev1.Pod, nodes map[string]nodeInfo, now time.Time, grace
 // wrote them) shows a shrink through its rank; see unlabelledGangMissing
 // for a grow.
 func rescaleOf(job *mlv1.TrainingJob, pods, ps []*corev1.Pod) (decision, bool) {
-	want := job.Spec.EffectiveNumWorkers()
+	want := job.AttemptWorkers()
 	var cluster string
 	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
 		cluster = tfClusterHash(job)
@@ -299,7 +313,7 @@ func unlabelledGangMissing(job *mlv1.TrainingJob, pods, ps []*corev1.Pod) (decis
 		return decision{}, false
 	}
 	want := []string{}
-	for rank := int32(0); rank < job.Spec.EffectiveNumWorkers(); rank++ {
+	for rank := int32(0); rank < job.AttemptWorkers(); rank++ {
 		want = append(want, mlv1.WorkerPodName(job.Name, rank))
 	}
 	if job.Spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
@@ -311,7 +325,7 @@ func unlabelledGangMissing(job *mlv1.TrainingJob, pods, ps []*corev1.Pod) (decis
 		if !have[name] {
 			return decision{kind: restartForDisruption, reason: mlv1.ReasonRescaled, message: fmt.Sprintf(
 				"pod %s is missing from a gang created by an earlier operator version, which did not label the gang's size; "+
-					"re-forming the gang (numWorkers %d) from the latest checkpoint", name, job.Spec.EffectiveNumWorkers())}, true
+					"re-forming the gang (numWorkers %d) from the latest checkpoint", name, job.AttemptWorkers())}, true
 		}
 	}
 	return decision{}, false

@@ -64,7 +64,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, s
 	labels[mlv1.LabelRestartAttempt] = strconv.Itoa(int(attempt))
 	// The gang's shape, as this pod is created for it: a resize is seen by
 	// comparing these labels with the spec, never by reading the env back.
-	labels[mlv1.LabelNumWorkers] = strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	labels[mlv1.LabelNumWorkers] = strconv.Itoa(int(job.AttemptWorkers()))
 	if spec.EffectiveFramework() == mlv1.FrameworkTensorFlow {
 		labels[mlv1.LabelTFClusterHash] = tfClusterHash(job)
 	}
@@ -169,7 +169,7 @@ func desiredWorkerPod(job *mlv1.TrainingJob, rank, attempt int32, cfg *Config, s
 	if q := spec.Scheduling.QueueName; q != "" {
 		// Kueue's plain-pod group integration admits the gang as one unit. The
 		// group is per attempt: a restarted gang is a new workload.
-		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), spec.GangSize())
+		podgroups.JoinKueueGroup(pod, q, mlv1.GangGroupName(job.Name, attempt), job.AttemptGangSize())
 	}
 	if shareNode && rank != 0 {
 		onRankZerosNode(pod, job, attempt)
@@ -263,7 +263,7 @@ func desiredGang(job *mlv1.TrainingJob, attempt int32, pods []*corev1.Pod) podgr
 		Labels:            labels,
 		Siblings:          map[string]string{mlv1.LabelTrainingJob: job.Name},
 		Owner:             ownerRef(job),
-		MinMember:         job.Spec.GangSize(),
+		MinMember:         job.AttemptGangSize(),
 		Pods:              pods,
 		PriorityClassName: job.Spec.Scheduling.PriorityClassName,
 	}

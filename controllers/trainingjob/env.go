@@ -24,24 +24,27 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 	master := mlv1.MasterAddr(job.Name, job.Namespace)
 	port := strconv.Itoa(int(spec.EffectiveMasterPort()))
 	nproc := strconv.Itoa(int(spec.EffectiveNProcPerNode()))
-	nnodes := strconv.Itoa(int(spec.EffectiveNumWorkers()))
+	// The ranks of the current attempt: numWorkers, or fewer while an
+	// elastic job runs shrunk.
+	nnodes := strconv.Itoa(int(job.AttemptWorkers()))
 	r := strconv.Itoa(int(rank))
 
 	env := []corev1.EnvVar{
 		{Name: mlv1.EnvMasterAddr, Value: master},
 		{Name: mlv1.EnvMasterPort, Value: port},
-		{Name: mlv1.EnvWorldSize, Value: strconv.Itoa(int(spec.WorldSize()))},
+		{Name: mlv1.EnvWorldSize, Value: strconv.Itoa(int(job.AttemptWorldSize()))},
 		{Name: mlv1.EnvRank, Value: r},
 		{Name: mlv1.EnvNodeRank, Value: r},
 		{Name: mlv1.EnvLocalWorldSize, Value: nproc},
 		{Name: mlv1.EnvNumWorkers, Value: nnodes},
 		{Name: mlv1.EnvGPUsPerWorker, Value: strconv.Itoa(int(spec.EffectiveGPUs()))},
-		{Name: mlv1.EnvPETNNodes, Value: nnodes},
+		{Name: mlv1.EnvPETNNodes, Value: spec.TorchrunNNodes(job.AttemptWorkers())},
 		{Name: mlv1.EnvPETNProcPerNode, Value: nproc},
 		{Name: mlv1.EnvPETNodeRank, Value: r},
 		{Name: mlv1.EnvPETMasterAddr, Value: master},
 		{Name: mlv1.EnvPETMasterPort, Value: port},
 	}
+	env = append(env, elasticEnv(job)...)
 	if spec.Model != "" {
 		env = append(env, corev1.EnvVar{Name: mlv1.EnvModel, Value: spec.Model})
 	}
@@ -110,6 +113,27 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 	return append(env, spec.Env...)
 }
 
+// elasticEnv is torchrun's elastic rendezvous for an elastic job (none for
+// another): c10d on rank 0's stable DNS name at the rendezvous port, the
+// job's UID as the rendezvous id (its name if it has none yet), and no
+// restarts by torchrun, since the operator restarts gangs. PET_NNODES,
+// "<minWorkers>:<maxWorkers>", is set with the static variables.
+func elasticEnv(job *mlv1.TrainingJob) []corev1.EnvVar {
+	if job.Spec.Elastic == nil {
+		return nil
+	}
+	id := string(job.UID)
+	if id == "" {
+		id = job.Name
+	}
+	return []corev1.EnvVar{
+		{Name: mlv1.EnvPETRdzvBackend, Value: mlv1.ElasticRendezvousBackend},
+		{Name: mlv1.EnvPETRdzvEndpoint, Value: job.Spec.ElasticRendezvousEndpoint(job.Name, job.Namespace)},
+		{Name: mlv1.EnvPETRdzvID, Value: id},
+		{Name: mlv1.EnvPETMaxRestarts, Value: strconv.Itoa(mlv1.ElasticMaxRestarts)},
+	}
+}
+
 // hyperparameterEnv is mlv1.HyperparameterEnvName(key) for every
 // hyperparameter, sorted by key.
 func hyperparameterEnv(spec *mlv1.TrainingJobSpec) []corev1.EnvVar {
@@ -171,7 +195,7 @@ func tfConfigFor(job *mlv1.TrainingJob, taskType string, index int32) string {
 func tfCluster(job *mlv1.TrainingJob) map[string][]string {
 	port := job.Spec.EffectiveMasterPort()
 	cluster := map[string][]string{}
-	for i := int32(0); i < job.Spec.EffectiveNumWorkers(); i++ {
+	for i := int32(0); i < job.AttemptWorkers(); i++ {
 		kind := tfTaskWorker
 		if i == 0 && job.Spec.ParameterServers > 0 {
 			kind = tfTaskChief

@@ -71,6 +71,11 @@ func (r *Reconciler) restart(p *pass, d decision) {
 	default:
 		st.Disruptions++
 	}
+	if d.workers > 0 {
+		// An elastic gang shrinks or grows: the next attempt's size.
+		kind = "resize"
+		st.WorldSize = &mlv1.WorldSize{Current: d.workers, Desired: job.Spec.EffectiveNumWorkers()}
+	}
 	now := metav1.NewTime(p.now)
 	st.LastRestartTime = &now
 	st.State = mlv1.StateRestarting

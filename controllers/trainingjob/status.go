@@ -112,7 +112,7 @@ func createRefusedCondition(job *mlv1.TrainingJob, err error) metav1.Condition {
 func runningCondition(job *mlv1.TrainingJob) metav1.Condition {
 	st := &job.Status
 	c := metav1.Condition{Type: mlv1.TrainingJobRunning, Status: metav1.ConditionFalse, ObservedGeneration: job.Generation}
-	want := job.Spec.EffectiveNumWorkers()
+	want := job.AttemptWorkers()
 	switch st.State {
 	case mlv1.StateRunning:
 		c.Status, c.Reason = metav1.ConditionTrue, mlv1.ReasonAllWorkersRunning
@@ -290,7 +290,7 @@ func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 	job, st := p.job, &p.job.Status
 	now := metav1.NewTime(p.now)
 	prev := st.State
-	st.State = activeState(st.Workers, job.Spec.EffectiveNumWorkers())
+	st.State = activeState(st.Workers, job.AttemptWorkers())
 	if prev == mlv1.StateRestarting {
 		cause := ""
 		if c := meta.FindStatusCondition(st.Conditions, mlv1.TrainingJobRestarting); c != nil {
@@ -299,7 +299,7 @@ func (r *Reconciler) updateActiveState(p *pass, pods []*corev1.Pod) {
 		setCondition(st, restartDoneCondition(job, cause), now)
 	}
 	if st.State == mlv1.StateRunning && prev != mlv1.StateRunning {
-		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.Spec.EffectiveNumWorkers(), st.Attempt())
+		p.event(corev1.EventTypeNormal, mlv1.EventRunning, "all %d ranks are running (attempt %d)", job.AttemptWorkers(), st.Attempt())
 	}
 	setCondition(st, failedCreateCondition(cannotStartCondition(unschedulableCondition(runningCondition(job), pods, st.GangPlacement), pods), p.refusedPods), now)
 }

@@ -1,14 +1,12 @@
 package trainingjob_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,20 +58,6 @@ func finishAttempt(t *testing.T, job *mlv1.TrainingJob, attempt string) {
 	}, "the pods of attempt "+attempt+" gone")
 }
 
-// eventNotes lists the notes of a job's events with the reason.
-func eventNotes(t *testing.T, job *mlv1.TrainingJob, reason string) []string {
-	t.Helper()
-	var list eventsv1.EventList
-	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(job.Namespace)))
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == job.Name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
-}
-
 // waitShrunk places ranks 0 and 1 of the job's attempt on node and leaves
 // rank 2 unschedulable; it checks that nothing happens just before the
 // elastic grace (2m after the attempt's pods were created, on the injected
@@ -114,14 +98,8 @@ func waitShrunk(t *testing.T, job *mlv1.TrainingJob, node string, disruptionsBef
 		"after the gang's pods were created (elastic grace 2m0s)")
 	assert.Contains(t, condition(j, mlv1.TrainingJobRestarting).Message,
 		"resizing the gang from 3 to the 2 ranks that were placed (spec.elastic.minWorkers 2) from the latest checkpoint")
-	testutil.Eventually(t, func() bool {
-		for _, note := range eventNotes(t, job, mlv1.ReasonResized) {
-			if strings.Contains(note, "gang restart for a resize: ") && strings.Contains(note, "from 3 to the 2 ranks") {
-				return true
-			}
-		}
-		return false
-	}, "a Resized event saying from 3 to 2 and why")
+	waitEventNote(t, job, mlv1.ReasonResized, "a Resized event saying from 3 to 2 and why",
+		"gang restart for a resize: ", "from 3 to the 2 ranks")
 }
 
 // A 3-rank elastic job (min 2) loses the node of rank 2. The gang restarts
@@ -220,12 +198,6 @@ func TestElasticGangGrowsBackAtACheckpoint(t *testing.T) {
 		assert.Equal(t, "/checkpoints/epoch-3", e["RESUME_FROM_CHECKPOINT"], p.Name)
 	}
 	runGang(t, job, 3, 2)
-	testutil.Eventually(t, func() bool {
-		for _, note := range eventNotes(t, job, mlv1.ReasonResized) {
-			if strings.Contains(note, "gang restart for a resize: rank 0 saved a checkpoint (epoch 3) since the gang shrank to 2 ranks; growing it back to 3 ranks") {
-				return true
-			}
-		}
-		return false
-	}, "a Resized event for the grow, besides the shrink's")
+	waitEventNote(t, job, mlv1.ReasonResized, "a Resized event for the grow, besides the shrink's",
+		"gang restart for a resize: rank 0 saved a checkpoint (epoch 3) since the gang shrank to 2 ranks; growing it back to 3 ranks")
 }

@@ -1,6 +1,7 @@
 package trainingjob_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
@@ -64,20 +65,51 @@ func reconcilePasses(t *testing.T) float64 {
 	return 0
 }
 
-// eventReasons lists the reasons of the events on a job.
-func eventReasons(t *testing.T, job *mlv1.TrainingJob) map[string]string {
+// jobEvents are the events regarding a job.
+func jobEvents(t *testing.T, job *mlv1.TrainingJob) []eventsv1.Event {
 	t.Helper()
 	var list eventsv1.EventList
 	if err := env.Client.List(ctx, &list, client.InNamespace(job.Namespace)); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	var out []eventsv1.Event
 	for _, e := range list.Items {
 		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == job.Name {
-			out[e.Reason] = e.Note
+			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// eventReasons lists the reasons of the events on a job.
+func eventReasons(t *testing.T, job *mlv1.TrainingJob) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range jobEvents(t, job) {
+		out[e.Reason] = e.Note
+	}
+	return out
+}
+
+// waitEventNote waits until one of the job's events with the reason has a
+// note holding every one of parts.
+func waitEventNote(t *testing.T, job *mlv1.TrainingJob, reason, what string, parts ...string) {
+	t.Helper()
+	testutil.Eventually(t, func() bool {
+		for _, e := range jobEvents(t, job) {
+			if e.Reason != reason {
+				continue
+			}
+			all := true
+			for _, part := range parts {
+				all = all && strings.Contains(e.Note, part)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}, what)
 }
 
 // waitEvents waits until the job has events with every reason.

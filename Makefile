@@ -36,7 +36,7 @@ CRD_REF_DOCS   ?= $(LOCALBIN)/crd-ref-docs
 # envtest finds kube-apiserver, etcd and kubectl here.
 export KUBEBUILDER_ASSETS := $(LOCALBIN)
 
-K8S_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=v$(K8S_VERSION) -X $(p).gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
 	-X $(p).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) -X $(p).gitTreeState=clean)
 
@@ -104,10 +104,12 @@ COVER_MIN ?= 75
 .PHONY: test
 test: envtest-tools controller-gen kustomize crd-ref-docs go-mod-download vet ## Run vet, then the unit and envtest suites built with the race detector (RACE); writes cover.out and lists what did not run.
 	@go build -o $(LOCALBIN)/testsummary ./hack/testsummary
-	TESTUTIL_TIMEOUT=$${TESTUTIL_TIMEOUT:-$(if $(RACE),30s,10s)} $(if $(RACE),CGO_ENABLED=1 )go test $(RACE) ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
+	TESTUTIL_TIMEOUT=$${TESTUTIL_TIMEOUT:-$(if $(RACE),30s,10s)} $(if $(RACE),CGO_ENABLED=1 )go test $(RACE) -ldflags=-w ./... -json -coverpkg=$(COVERPKG) -coverprofile=cover.all.out $(GO_TEST_FLAGS) | $(LOCALBIN)/testsummary
 	@grep -v 'zz_generated' cover.all.out > cover.out && rm -f cover.all.out
 	@echo "coverage of api/, controllers/, webhooks/, internal/integrations/: $$(go tool cover -func=cover.out | awk '/^total:/ {print $$3}')"
 
+# The test binaries are linked without DWARF (-ldflags=-w): nothing reads
+# it, and writing it is a large part of linking some 40 race-built binaries.
 # One pass does both: every package is built with the race detector and
 # with coverage (covermode atomic), so any data race fails `make test`.
 # It replaced a second, race-only pass over the same suites (make
@@ -144,9 +146,17 @@ cluster-tools: envtest-tools $(STAMPS)/kube-controller-manager-$(K8S_VERSION) $(
 $(STAMPS):
 	mkdir -p $@
 
+# The Kubernetes binaries, etcd and kwok are built from their modules under
+# hack/tools, each in a Go workspace (its go.work) with the project's own
+# module: the workspace resolves every shared dependency (client-go,
+# apimachinery, grpc, otel, ...) at the project's version, so Go's build
+# cache compiles it once for the tools and the project together. Their
+# go.mod files stay out of the project's, whose importers would otherwise
+# inherit k8s.io/kubernetes's unresolvable v0.0.0 requirements
+# (docs/decisions.md, "A cold CI run under an hour").
 define k8s_tool
 $$(STAMPS)/$(1)-$$(K8S_VERSION): | $$(STAMPS)
-	@cd hack/tools/k8s && $$(call build_tool,$(1),v$$(K8S_VERSION),$(2)) env GONOSUMDB=k8s.io GOFLAGS=-mod=mod go build -ldflags "$$(K8S_LDFLAGS)" -o $$(LOCALBIN)/$(1) k8s.io/kubernetes/cmd/$(1)
+	@cd hack/tools/k8s && $$(call build_tool,$(1),v$$(K8S_VERSION),$(2)) env GONOSUMDB=k8s.io go build -ldflags "$$(K8S_LDFLAGS)" -o $$(LOCALBIN)/$(1) k8s.io/kubernetes/cmd/$(1)
 	@touch $$@
 endef
 $(eval $(call k8s_tool,kube-apiserver,$(EST_KUBE_APISERVER)))
@@ -157,11 +167,11 @@ $(eval $(call k8s_tool,kubelet,$(EST_KUBELET)))
 $(eval $(call k8s_tool,kube-proxy,$(EST_KUBE_PROXY)))
 
 $(STAMPS)/etcd-$(ETCD_VERSION): | $(STAMPS)
-	@cd hack/tools/etcd && $(call build_tool,etcd,v$(ETCD_VERSION),$(EST_ETCD)) env GOFLAGS=-mod=mod go build -o $(LOCALBIN)/etcd .
+	@cd hack/tools/etcd && $(call build_tool,etcd,v$(ETCD_VERSION),$(EST_ETCD)) go build -o $(LOCALBIN)/etcd .
 	@touch $@
 
 $(STAMPS)/kwok-$(KWOK_VERSION): | $(STAMPS)
-	@$(call build_tool,kwok,$(KWOK_VERSION),$(EST_KWOK)) env GOBIN=$(LOCALBIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION) sigs.k8s.io/kwok/cmd/kwokctl@$(KWOK_VERSION)
+	@cd hack/tools/kwok && $(call build_tool,kwok,$(KWOK_VERSION),$(EST_KWOK)) go build -o $(LOCALBIN)/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
 	@touch $@
 
 .PHONY: controller-gen

@@ -28,13 +28,25 @@ FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' --exclude-dir=bin --exclu
 
 # fuzz-run fuzzes the targets of FUZZ_TARGETS that match the pattern $(2)
 # (all when empty) with -fuzztime $(1) each: real fuzzing (go test -fuzz),
-# not only the seed corpus that plain go test runs.
+# not only the seed corpus that plain go test runs. Each package's test
+# binary is built once with fuzzing's coverage instrumentation (go test -c
+# -fuzz) and run once per target, from the package's directory (its
+# testdata/fuzz corpus) with go test's own fuzz cache
+# ($GOCACHE/fuzz/<import path>): one link per package instead of one per
+# target.
 define fuzz-run
 	@test -n "$(filter $(or $(2),%),$(FUZZ_TARGETS))" || { echo "no fuzz targets found"; exit 1; }
-	@for pt in $(filter $(or $(2),%),$(FUZZ_TARGETS)); do \
+	@bins=$$(mktemp -d); trap 'rm -rf "$$bins"' EXIT; cache=$$(go env GOCACHE)/fuzz; \
+	for pt in $(filter $(or $(2),%),$(FUZZ_TARGETS)); do \
 		pkg=$${pt%%:*}; t=$${pt##*:}; \
+		ip=$$(go list $$pkg) || exit 1; bin=$$bins/$$(echo "$$ip" | tr / _).test; \
+		if [ ! -x "$$bin" ]; then \
+			echo "building $$pkg's tests with fuzzing instrumentation"; \
+			go test -c -fuzz "^$$t$$" -o "$$bin" $$pkg || exit 1; \
+		fi; \
 		echo "fuzzing $$t in $$pkg, -fuzztime $(1)"; \
-		go test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(1) -fuzzminimizetime $(FUZZ_MINIMIZE_TIME) || exit 1; \
+		(cd $$pkg && "$$bin" -test.run '^$$' -test.fuzz "^$$t$$" -test.fuzztime $(1) \
+			-test.fuzzminimizetime $(FUZZ_MINIMIZE_TIME) -test.fuzzcachedir "$$cache/$$ip" -test.paniconexit0) || exit 1; \
 	done
 endef
 

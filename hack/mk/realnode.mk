@@ -24,7 +24,7 @@ node-tools: envtest-tools $(STAMPS)/kube-controller-manager-$(K8S_VERSION) $(STA
 
 $(STAMPS)/coredns-$(COREDNS_VERSION): | $(STAMPS)
 	@# Plugins: kubernetes, errors, health, ready, loop, cache, reload, log; no forward.
-	@cd hack/tools/coredns && $(call build_tool,coredns,$(COREDNS_VERSION),$(EST_COREDNS)) env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "-s -w" -o $(COREDNS) .
+	@cd hack/tools/coredns && $(call build_tool,coredns,$(COREDNS_VERSION),$(EST_COREDNS)) env CGO_ENABLED=0 go build -ldflags "-s -w" -o $(COREDNS) .
 	@touch $@
 
 # The local registry: Debian's docker-registry (distribution 2.8), its

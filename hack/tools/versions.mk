@@ -1,13 +1,14 @@
 # Tool versions: the one place they are pinned.
 # Tools installed with `go install module@version` are pinned here; tools that
-# need a module of their own (replace lines, build tags) are pinned in the
-# go.mod under hack/tools/<name>/ and their version is repeated here only to
-# name the stamp that skips a rebuild.
+# need a module of their own (replace lines, build tags, a Go workspace with
+# the project's module) are pinned in the go.mod under hack/tools/<name>/ (or,
+# for Prometheus, the project's go.mod) and their version is repeated here
+# only to name the stamp that skips a rebuild.
 K8S_VERSION            ?= 1.36.3
-ETCD_VERSION           ?= 3.5.17
+ETCD_VERSION           ?= 3.6.8
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION      ?= v5.8.2
-KWOK_VERSION           ?= v0.7.0
+KWOK_VERSION           ?= v0.8.0
 OPERATOR_SDK_VERSION   ?= v1.34.1
 OPM_VERSION            ?= v1.60.0
 CRD_REF_DOCS_VERSION   ?= v0.3.0

@@ -105,8 +105,10 @@ func (a Addresses) kwokConfig(nativeGangs bool) string {
 			{"leader-elect", "false"},
 		}, false},
 		{"kube-scheduler", [][2]string{{"leader-elect", "false"}}, false},
-		// kwokctl passes --node-ip with an empty value: replace it.
-		{"kwok-controller", [][2]string{{"node-ip", NodeIP}, {"cidr", cidr}}, true},
+		// kwokctl passes the KwokConfiguration's nodeIP as --node-ip (v0.7.0
+		// passed an empty value); the override keeps it loopback whatever a
+		// kwokctl release does. The pod range is the KwokConfiguration's cidr.
+		{"kwok-controller", [][2]string{{"node-ip", NodeIP}}, true},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `---
@@ -117,6 +119,14 @@ kind: KwokConfiguration
 options:
   cidr: %s
   nodeIP: %s
+  # kwok v0.8.0 applies no defaults to the configuration kwokctl hands it
+  # (it exits on "node leases parallelism must be greater than 0"): its
+  # documented defaults, written out.
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
 ---
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration

@@ -57,11 +57,11 @@ func TestMakeNumbersTheToolBuilds(t *testing.T) {
 	require.NoError(t, err, string(out))
 	for _, want := range []string{
 		`build-tool.sh kube-apiserver v1.36.3 "1 of 9"`,
-		`build-tool.sh etcd v3.5.17 "2 of 9"`,
+		`build-tool.sh etcd v3.6.8 "2 of 9"`,
 		`build-tool.sh kubectl v1.36.3 "3 of 9"`,
 		`build-tool.sh kube-controller-manager v1.36.3 "7 of 9"`,
 		`build-tool.sh kube-scheduler v1.36.3 "8 of 9"`,
-		`build-tool.sh kwok v0.7.0 "9 of 9"`,
+		`build-tool.sh kwok v0.8.0 "9 of 9"`,
 	} {
 		assert.Contains(t, string(out), want)
 	}

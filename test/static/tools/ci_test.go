@@ -37,7 +37,7 @@ func TestCIInstallsWhatTheTorchTestsLookFor(t *testing.T) {
 	require.NoError(t, err)
 	makefile := string(mk)
 	assert.Contains(t, makefile, "\nRACE ?= -race\n", "make test races by default")
-	assert.Contains(t, makefile, "go test $(RACE) ./... -json -coverpkg=", "make test's go test uses $(RACE)")
+	assert.Contains(t, makefile, "go test $(RACE) -ldflags=-w ./... -json -coverpkg=", "make test's go test uses $(RACE)")
 }
 
 // hack/ci-digest.sh, which .ci/run prints last when a stream failed, keeps

@@ -70,13 +70,6 @@ var pins = map[string]pin{
 		switch {
 		case etcdV3Module.MatchString(m):
 			return "v" + v
-		case m == "go.etcd.io/etcd/client/v2":
-			// etcd 3.5.17 publishes client/v2 as v2.305.17.
-			var major, minor, patch int
-			if _, err := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); err != nil {
-				return "unparsable ETCD_VERSION " + v
-			}
-			return fmt.Sprintf("v2.%d%02d.%d", major, minor, patch)
 		}
 		return ""
 	}},
@@ -89,7 +82,7 @@ var pins = map[string]pin{
 	"PROMETHEUS_VERSION":     {goMod: ".", want: exactly("github.com/prometheus/prometheus")},
 	"CONTROLLER_GEN_VERSION": {want: exactly("sigs.k8s.io/controller-tools")},
 	"KUSTOMIZE_VERSION":      {want: exactly("sigs.k8s.io/kustomize/kustomize/v5")},
-	"KWOK_VERSION":           {want: exactly("sigs.k8s.io/kwok")},
+	"KWOK_VERSION":           {goMod: "hack/tools/kwok", want: exactly("sigs.k8s.io/kwok")},
 	"CRD_REF_DOCS_VERSION":   {want: exactly("github.com/elastic/crd-ref-docs")},
 	// The benchmark's peer (make training-operator), go installed at this version.
 	"TRAINING_OPERATOR_VERSION": {want: exactly("github.com/kubeflow/training-operator")},
@@ -290,8 +283,13 @@ func TestDisagreementsAreFound(t *testing.T) {
 		want       string
 	}{
 		"etcd bumped in versions.mk only": {
-			versionsMk: replace("ETCD_VERSION           ?= "+vars["ETCD_VERSION"], "ETCD_VERSION           ?= 3.5.99"),
-			want:       "hack/tools/etcd/go.mod has go.etcd.io/etcd/server/v3 v" + vars["ETCD_VERSION"] + ", but versions.mk says ETCD_VERSION=3.5.99",
+			versionsMk: replace("ETCD_VERSION           ?= "+vars["ETCD_VERSION"], "ETCD_VERSION           ?= 3.6.99"),
+			want:       "hack/tools/etcd/go.mod has go.etcd.io/etcd/api/v3 v" + vars["ETCD_VERSION"] + ", but versions.mk says ETCD_VERSION=3.6.99",
+		},
+		"kwok bumped in its go.mod only": {
+			goMods: map[string]func(string) string{"hack/tools/kwok/go.mod": replace(
+				"sigs.k8s.io/kwok "+vars["KWOK_VERSION"], "sigs.k8s.io/kwok v0.99.0")},
+			want: "hack/tools/kwok/go.mod has sigs.k8s.io/kwok v0.99.0, but versions.mk says KWOK_VERSION=" + vars["KWOK_VERSION"],
 		},
 		"opm bumped in its go.mod only": {
 			goMods: map[string]func(string) string{"hack/tools/opm/go.mod": replace(
@@ -317,7 +315,7 @@ func TestDisagreementsAreFound(t *testing.T) {
 			dir := t.TempDir()
 			copyFile(t, dir, "hack/tools/versions.mk", c.versionsMk)
 			copyFile(t, dir, "go.mod", nil)
-			for _, tool := range []string{"etcd", "k8s", "opm", "opsdk"} {
+			for _, tool := range []string{"etcd", "k8s", "kwok", "opm", "opsdk"} {
 				rel := "hack/tools/" + tool + "/go.mod"
 				copyFile(t, dir, rel, c.goMods[rel])
 			}

@@ -60,6 +60,24 @@ func TestDefaultNodes(t *testing.T) {
 	assert.EqualValues(t, 32, gpus)
 }
 
+func TestNodeSpecAddsLabelsAndTaints(t *testing.T) {
+	spec := GPUNode("pool-0", 8)
+	spec.Labels = map[string]string{"e2e.ml.example.com/pool": "test-abc"}
+	spec.Taints = []corev1.Taint{{Key: "e2e.ml.example.com/pool", Value: "test-abc", Effect: corev1.TaintEffectNoSchedule}}
+	n := spec.Node()
+	assert.Equal(t, "test-abc", n.Labels["e2e.ml.example.com/pool"])
+	assert.Equal(t, "true", n.Labels[GPUPresentLabel], "the GPU labels stay")
+	assert.Equal(t, []corev1.Taint{
+		{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "e2e.ml.example.com/pool", Value: "test-abc", Effect: corev1.TaintEffectNoSchedule},
+	}, n.Spec.Taints)
+	assert.Len(t, spec.Taints, 1, "the spec is not changed")
+
+	cpu := CPUNode("cpu-pool-0")
+	cpu.Taints = spec.Taints
+	assert.Equal(t, spec.Taints, cpu.Node().Spec.Taints, "a CPU node gets only the added taints")
+}
+
 const webhookManifest = `
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,11 @@ type NodeSpec struct {
 	CPU, Memory string
 	// InstanceType goes to node.kubernetes.io/instance-type.
 	InstanceType string
+	// Labels and Taints are added to the node's own. A test that needs
+	// nodes of its own (no other test's pods land there, its pods land
+	// nowhere else) creates them labelled and tainted, in one write.
+	Labels map[string]string
+	Taints []corev1.Taint
 }
 
 // DefaultNodes are 4 GPU nodes with 8 GPUs each (32 GPUs in all) and 2 CPU nodes.
@@ -102,6 +108,8 @@ func (n NodeSpec) Node() *corev1.Node {
 		labels[GPUCountLabel] = fmt.Sprint(n.GPUs)
 		node.Spec.Taints = []corev1.Taint{{Key: GPUTaintKey, Value: "present", Effect: corev1.TaintEffectNoSchedule}}
 	}
+	maps.Copy(labels, n.Labels)
+	node.Spec.Taints = append(node.Spec.Taints, n.Taints...)
 	return node
 }
 

@@ -139,7 +139,7 @@ func TestElasticGangShrinksAfterNodeLoss(t *testing.T) {
 	// Attempt 2 has 2 ranks, resumes from the checkpoint, and says so.
 	got := waitPods(t, job, 2, 2)
 	for _, p := range got {
-		e := envOf(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, "2", e["WORLD_SIZE"], p.Name)
 		assert.Equal(t, "2", e["NUM_WORKERS"], p.Name)
 		assert.Equal(t, "2:3", e["PET_NNODES"], p.Name)
@@ -192,7 +192,7 @@ func TestElasticGangGrowsBackAtACheckpoint(t *testing.T) {
 
 	got := waitPods(t, job, 3, 2)
 	for _, p := range got {
-		e := envOf(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, "3", e["WORLD_SIZE"], p.Name)
 		assert.Equal(t, "2:3", e["PET_NNODES"], p.Name)
 		assert.Equal(t, "/checkpoints/epoch-3", e["RESUME_FROM_CHECKPOINT"], p.Name)

@@ -1,11 +1,9 @@
 package trainingjob_test
 
 import (
-	"strings"
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -68,17 +66,11 @@ func reconcilePasses(t *testing.T) float64 {
 // jobEvents are the events regarding a job.
 func jobEvents(t *testing.T, job *mlv1.TrainingJob) []eventsv1.Event {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := env.Client.List(ctx, &list, client.InNamespace(job.Namespace)); err != nil {
+	events, err := testutil.EventsAbout(ctx, env.Client, job.Namespace, "TrainingJob", job.Name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == job.Name {
-			out = append(out, e)
-		}
-	}
-	return out
+	return events
 }
 
 // eventReasons lists the reasons of the events on a job.
@@ -97,14 +89,7 @@ func waitEventNote(t *testing.T, job *mlv1.TrainingJob, reason, what string, par
 	t.Helper()
 	testutil.Eventually(t, func() bool {
 		for _, e := range jobEvents(t, job) {
-			if e.Reason != reason {
-				continue
-			}
-			all := true
-			for _, part := range parts {
-				all = all && strings.Contains(e.Note, part)
-			}
-			if all {
+			if e.Reason == reason && testutil.ContainsAll(e.Note, parts...) {
 				return true
 			}
 		}
@@ -126,15 +111,6 @@ func waitEvents(t *testing.T, job *mlv1.TrainingJob, reasons ...string) map[stri
 		return true
 	}, "events", reasons)
 	return got
-}
-
-// envOf is a container's env as a map.
-func envOf(p *corev1.Pod) map[string]string {
-	out := map[string]string{}
-	for _, e := range p.Spec.Containers[0].Env {
-		out[e.Name] = e.Value
-	}
-	return out
 }
 
 // condition returns a job condition, or nil.

@@ -56,7 +56,7 @@ func TestGPUJobLifecycle(t *testing.T) {
 		assert.Equal(t, corev1.RestartPolicyNever, p.Spec.RestartPolicy)
 		assert.Equal(t, "2", p.Spec.Containers[0].Resources.Limits.Name("nvidia.com/gpu", "").String())
 		assert.Equal(t, gpuNS, p.Spec.NodeSelector)
-		e := envOf(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, "8", e["WORLD_SIZE"])
 		assert.Equal(t, "llm-worker-0.llm-workers."+ns+".svc", e["MASTER_ADDR"])
 		assert.Equal(t, fmt.Sprint(rank), e["RANK"])
@@ -184,7 +184,7 @@ func TestTensorFlowParameterServers(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tfps-ps-0"}, ps))
 	ownedBy(t, ps, get(t, job))
 	assert.Equal(t, "ps", ps.Labels[mlv1.LabelReplicaType])
-	assert.Contains(t, envOf(ps)["TF_CONFIG"], `"task":{"type":"ps","index":0}`)
+	assert.Contains(t, testutil.EnvOf(ps)["TF_CONFIG"], `"task":{"type":"ps","index":0}`)
 	require.NoError(t, testutil.SetPodPhase(ctx, env.Client, ns, "tfps-ps-0", corev1.PodRunning))
 	setAll(t, job, 2, corev1.PodRunning)
 	j := waitState(t, job, mlv1.StateRunning)
@@ -233,7 +233,7 @@ func TestCheckpointStorageVariants(t *testing.T) {
 	p := waitPods(t, mine, 1, 0)[0]
 	assert.Equal(t, "team-ckpt", p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName)
 	p = waitPods(t, s3, 1, 0)[0]
-	assert.Equal(t, "s3://b/x", envOf(&p)["CHECKPOINT_URI"])
+	assert.Equal(t, "s3://b/x", testutil.EnvOf(&p)["CHECKPOINT_URI"])
 	var pvcs corev1.PersistentVolumeClaimList
 	require.NoError(t, env.Client.List(ctx, &pvcs, client.InNamespace(ns)))
 	assert.Empty(t, pvcs.Items)
@@ -329,7 +329,7 @@ func TestSeedExamplesCreatePods(t *testing.T) {
 				want := int(job.Spec.EffectiveNumWorkers())
 				got := waitPods(t, job, want, 0)
 				for i, p := range got {
-					e := envOf(&p)
+					e := testutil.EnvOf(&p)
 					assert.Equal(t, fmt.Sprint(want*int(job.Spec.EffectiveNProcPerNode())), e["WORLD_SIZE"])
 					assert.Equal(t, fmt.Sprint(i), e["RANK"])
 					if job.Spec.Model != "" {

@@ -23,7 +23,7 @@ func TestMLflowTrackedJob(t *testing.T) {
 	w.Spec.Tracking = &mlv1.TrackingSpec{MLflow: &mlv1.MLflowSpec{TrackingURI: f.URL, ExperimentName: "bert"}}
 	job := create(t, w)
 	got := waitPods(t, job, 2, 0)
-	e := envOf(&got[0])
+	e := testutil.EnvOf(&got[0])
 	assert.Equal(t, f.URL, e["MLFLOW_TRACKING_URI"])
 	assert.Equal(t, "bert", e["MLFLOW_EXPERIMENT_NAME"])
 	assert.Equal(t, ns+"/tracked", e["MLFLOW_RUN_NAME"])

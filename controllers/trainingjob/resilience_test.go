@@ -239,7 +239,7 @@ func TestRescale(t *testing.T) {
 	assert.Equal(t, int32(0), j.Status.Restarts)
 	assert.Contains(t, restartCause(j), "Rescaled: numWorkers changed from 2 to 4")
 	for _, p := range got {
-		e := envOf(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, "4", e["WORLD_SIZE"])
 		assert.Equal(t, "4", e["NUM_WORKERS"])
 		assert.Contains(t, e["TF_CONFIG"], "scale-worker-3.scale-workers")
@@ -254,7 +254,7 @@ func TestRescale(t *testing.T) {
 	update(t, job, func(j *mlv1.TrainingJob) { j.Spec.NumWorkers = 3 })
 	update(t, job, func(j *mlv1.TrainingJob) { j.Spec.Suspend = ptrTo(false) })
 	got = waitPods(t, job, 3, 1)
-	assert.Equal(t, "3", envOf(&got[0])["WORLD_SIZE"])
+	assert.Equal(t, "3", testutil.EnvOf(&got[0])["WORLD_SIZE"])
 	assert.Equal(t, int32(1), get(t, job).Status.Disruptions)
 }
 
@@ -301,7 +301,7 @@ func TestProgressScrapeAndResumeFromCheckpoint(t *testing.T) {
 	job := create(t, w)
 
 	first := waitPods(t, job, 2, 0)
-	_, hasResume := envOf(&first[0])["RESUME_FROM_CHECKPOINT"]
+	_, hasResume := testutil.EnvOf(&first[0])["RESUME_FROM_CHECKPOINT"]
 	assert.False(t, hasResume, "attempt 0 has no checkpoint to resume from")
 	setAll(t, job, 2, corev1.PodRunning, testutil.WithPodIP("127.0.0.1"))
 
@@ -342,7 +342,7 @@ func TestProgressScrapeAndResumeFromCheckpoint(t *testing.T) {
 	waitPods(t, job, 0, 0)
 	step(t, job, 10*time.Second)
 	for _, p := range waitPods(t, job, 2, 1) {
-		e := envOf(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, "/checkpoints/epoch-4", e["RESUME_FROM_CHECKPOINT"], "pod %s", p.Name)
 		assert.Equal(t, "/checkpoints", e["CHECKPOINT_DIR"])
 	}

@@ -83,7 +83,7 @@ func TestIntegrationSamplesRun(t *testing.T) {
 		job.Spec.Tracking.MLflow.TrackingURI = f.URL
 		require.NoError(t, env.Client.Create(ctx, job))
 		got := waitPods(t, job, 2, 0)
-		assert.Equal(t, "bert-finetune", envOf(&got[0])["MLFLOW_EXPERIMENT_NAME"])
+		assert.Equal(t, "bert-finetune", testutil.EnvOf(&got[0])["MLFLOW_EXPERIMENT_NAME"])
 		setAll(t, job, 2, corev1.PodRunning)
 		j := waitJob(t, job, "MLflow run id", func(j *mlv1.TrainingJob) bool { return j.Status.MLflowRunID != "" })
 		run, ok := f.Run(j.Status.MLflowRunID)
@@ -99,7 +99,7 @@ func TestIntegrationSamplesRun(t *testing.T) {
 		tasks := map[string]string{}
 		for _, p := range waitPods(t, job, 4, 0) {
 			var cfg TFConfigShape
-			require.NoError(t, json.Unmarshal([]byte(envOf(&p)["TF_CONFIG"]), &cfg), p.Name)
+			require.NoError(t, json.Unmarshal([]byte(testutil.EnvOf(&p)["TF_CONFIG"]), &cfg), p.Name)
 			tasks[p.Name] = cfg.Task.Type
 			assert.Len(t, cfg.Cluster["ps"], 2, p.Name)
 		}

@@ -112,7 +112,7 @@ func TestStalledGangRestartsFromTheLatestCheckpoint(t *testing.T) {
 	waitPods(t, job, 0, 0)
 	step(t, job, 10*time.Second)
 	for _, p := range waitPods(t, job, 2, 1) {
-		assert.Equal(t, "/checkpoints/epoch-2", envOf(&p)["RESUME_FROM_CHECKPOINT"], "pod %s", p.Name)
+		assert.Equal(t, "/checkpoints/epoch-2", testutil.EnvOf(&p)["RESUME_FROM_CHECKPOINT"], "pod %s", p.Name)
 	}
 	assert.Equal(t, "True", condition(get(t, job), "Stalled").Status, "Stalled stays until the next attempt reports progress")
 	ts.body.Store("training_step 48\ntraining_epoch 2\ntraining_checkpoint_epoch 2\n")

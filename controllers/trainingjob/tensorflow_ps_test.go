@@ -41,7 +41,7 @@ func TestParameterServerGangRestart(t *testing.T) {
 				Index int    `json:"index"`
 			} `json:"task"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(envOf(&p)["TF_CONFIG"]), &cfg), p.Name)
+		require.NoError(t, json.Unmarshal([]byte(testutil.EnvOf(&p)["TF_CONFIG"]), &cfg), p.Name)
 		assert.Len(t, cfg.Cluster["chief"], 1, p.Name)
 		assert.Len(t, cfg.Cluster["worker"], 1, p.Name)
 		assert.Len(t, cfg.Cluster["ps"], 1, p.Name)

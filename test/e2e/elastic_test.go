@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,54 +90,34 @@ func describeElastic(j *mlv1.TrainingJob) string {
 		j.Status.Attempt(), j.Status.WorldSize, j.Status.PlacementTimeouts, cp, describeJob(j))
 }
 
-// jobEventNotes are the notes of the job's events with the reason.
-func jobEventNotes(t *testing.T, tj *mlv1.TrainingJob, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	require.NoError(t, env.client.List(context.Background(), list, client.InNamespace(tj.Namespace)))
-	var notes []string
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "TrainingJob" && e.Regarding.Name == tj.Name && e.Reason == reason {
-			notes = append(notes, e.Note)
-		}
-	}
-	return notes
-}
-
 // waitJobEventNote waits for an event of the job with the reason whose note
 // holds every one of parts, and returns the note.
 func waitJobEventNote(t *testing.T, tj *mlv1.TrainingJob, reason, what string, parts ...string) string {
 	t.Helper()
 	var found string
 	waitFor(t, jobTimeout, what, func() (bool, string) {
-		notes := jobEventNotes(t, tj, reason)
-		for _, n := range notes {
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(n, p)
+		events, err := testutil.EventsAbout(context.Background(), env.client, tj.Namespace, "TrainingJob", tj.Name)
+		require.NoError(t, err)
+		var notes []string
+		for _, e := range events {
+			if e.Reason != reason {
+				continue
 			}
-			if all {
-				found = n
-				return true, n
+			if testutil.ContainsAll(e.Note, parts...) {
+				found = e.Note
+				return true, e.Note
 			}
+			notes = append(notes, e.Note)
 		}
 		return false, fmt.Sprintf("%s events: %q", reason, notes)
 	})
 	return found
 }
 
-func podEnv(p *corev1.Pod) map[string]string {
-	out := map[string]string{}
-	for _, e := range p.Spec.Containers[0].Env {
-		out[e.Name] = e.Value
-	}
-	return out
-}
-
 // resumeEpoch is N of a pod's RESUME_FROM_CHECKPOINT .../epoch-N, -1 when
 // it has none.
 func resumeEpoch(p *corev1.Pod) int {
-	m := regexp.MustCompile(`/epoch-(\d+)$`).FindStringSubmatch(podEnv(p)[mlv1.EnvResumeFromCheckpoint])
+	m := regexp.MustCompile(`/epoch-(\d+)$`).FindStringSubmatch(testutil.EnvOf(p)[mlv1.EnvResumeFromCheckpoint])
 	if m == nil {
 		return -1
 	}
@@ -207,7 +186,7 @@ func TestElasticGangShrinksAndGrowsBackAt64Ranks(t *testing.T) {
 	for _, p := range full.pods {
 		assert.True(t, strings.HasPrefix(p.Spec.NodeName, ns+"-gpu-"), "%s on %s, not a node of the test's pool", p.Name, p.Spec.NodeName)
 		onNode[p.Spec.NodeName]++
-		e := podEnv(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, strconv.Itoa(workers), e[mlv1.EnvWorldSize], p.Name)
 		assert.Equal(t, nnodes, e[mlv1.EnvPETNNodes], p.Name)
 	}
@@ -261,7 +240,7 @@ func TestElasticGangShrinksAndGrowsBackAt64Ranks(t *testing.T) {
 	resumedAt := -1
 	for _, p := range sg.pods {
 		assert.NotEqual(t, victim.Name, p.Spec.NodeName, p.Name)
-		e := podEnv(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, strconv.Itoa(shrunk), e[mlv1.EnvWorldSize], p.Name)
 		assert.Equal(t, strconv.Itoa(shrunk), e[mlv1.EnvNumWorkers], p.Name)
 		assert.Equal(t, nnodes, e[mlv1.EnvPETNNodes], p.Name)
@@ -295,7 +274,7 @@ func TestElasticGangShrinksAndGrowsBackAt64Ranks(t *testing.T) {
 	grewAt, _ := strconv.Atoi(m[1])
 	assert.Greater(t, grewAt, resumedAt, "grown at a checkpoint the shrunk attempt wrote, after the one it resumed from: %s", note)
 	for _, p := range gg.pods {
-		e := podEnv(&p)
+		e := testutil.EnvOf(&p)
 		assert.Equal(t, strconv.Itoa(workers), e[mlv1.EnvWorldSize], p.Name)
 		assert.Equal(t, strconv.Itoa(workers), e[mlv1.EnvNumWorkers], p.Name)
 		assert.Equal(t, nnodes, e[mlv1.EnvPETNNodes], p.Name)

@@ -27,6 +27,7 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/controllers/namespaces"
+	"github.com/ml-operator/ml-operator/internal/eventnote"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 	"github.com/ml-operator/ml-operator/internal/podsecurity"
 	"github.com/ml-operator/ml-operator/internal/storageinit"
@@ -115,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	for _, e := range p.events {
-		r.Recorder.Eventf(md, nil, e.eventType, e.reason, e.action, "%s", e.note)
+		r.Recorder.Eventf(md, nil, e.eventType, e.reason, e.action, "%s", eventnote.Fit(e.note))
 	}
 	if p.clearAction {
 		if err := r.clearRolloutAction(ctx, md); err != nil {

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/internal/eventnote"
 )
 
 // pass is one reconcile of one job: what it decided to tell people and when
@@ -58,7 +59,7 @@ func (r *Reconciler) emit(p *pass, written bool) {
 	}
 	for _, e := range p.events {
 		if written || e.action {
-			r.recorder.Eventf(p.job, nil, e.eventType, e.reason, e.reason, "%s", e.note)
+			r.recorder.Eventf(p.job, nil, e.eventType, e.reason, e.reason, "%s", eventnote.Fit(e.note))
 		}
 	}
 }

@@ -68,8 +68,8 @@ func TestCIDigestKeepsWhyATestFailed(t *testing.T) {
 [B]         --- FAIL: TestOperator/Workloads/TwoRankPyTorchJobResumesAfterARankIsKilled (361.82s)
 [B] FAIL	github.com/ml-operator/ml-operator/test/e2ereal	723.223s
 [B] make: *** [hack/mk/realnode.mk:58: e2e-real] Error 1
-[B] == make e2e-real took 879s (rc=2)
-[B] == make e2e took 300s (rc=0)
+[B] == make e2e-real took 879s (rc=2; CPU user, system: 21m3.120s 4m1.020s)
+[B] == make e2e took 300s (rc=0; CPU user, system: 5m0.400s 1m2.330s)
 `)
 	path := filepath.Join(t.TempDir(), "B.log")
 	require.NoError(t, os.WriteFile(path, []byte(log.String()), 0o644))
@@ -89,6 +89,6 @@ func TestCIDigestKeepsWhyATestFailed(t *testing.T) {
 		"[B]         --- FAIL: TestOperator/Workloads/TwoRankPyTorchJobResumesAfterARankIsKilled (361.82s)",
 		"[B] FAIL\tgithub.com/ml-operator/ml-operator/test/e2ereal\t723.223s",
 		"[B] make: *** [hack/mk/realnode.mk:58: e2e-real] Error 1",
-		"[B] == make e2e-real took 879s (rc=2)",
+		"[B] == make e2e-real took 879s (rc=2; CPU user, system: 21m3.120s 4m1.020s)",
 	}, lines)
 }

@@ -3,6 +3,8 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -10,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/webhooks/rules"
 )
 
 // BenchmarkTrainingJobAdmission measures one defaulting and one validating
@@ -30,10 +34,12 @@ func BenchmarkTrainingJobAdmission(b *testing.B) {
 	mutate := admission.WithDefaulter(scheme, admission.Defaulter[*mlv1.TrainingJob](w))
 	validate := admission.WithValidator(scheme, admission.Validator[*mlv1.TrainingJob](w))
 
-	var raw []byte
-	for _, s := range seedObjects(b, "TrainingJob") {
-		raw = s
-		break
+	raw, err := os.ReadFile(filepath.Join("..", "test", "testdata", "seed-examples", "trainingjob-v1-test-job.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if raw, err = yaml.YAMLToJSON(raw); err != nil {
+		b.Fatal(err)
 	}
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID:       "1",
@@ -45,7 +51,7 @@ func BenchmarkTrainingJobAdmission(b *testing.B) {
 	if err := json.Unmarshal(raw, job); err != nil {
 		b.Fatal(err)
 	}
-	DefaultTrainingJob(job, nil, testImages)
+	rules.DefaultTrainingJob(job, nil, testImages)
 	defaulted, err := json.Marshal(job)
 	if err != nil {
 		b.Fatal(err)

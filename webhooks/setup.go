@@ -5,6 +5,8 @@
 // Requests in any served version reach these webhooks as v1 (the webhook
 // configurations use matchPolicy Equivalent), so every rule is written once,
 // against v1; a refusal of a v1alpha1 request names the v1alpha1 fields.
+// The rules themselves are in package rules (webhooks/rules), free of
+// admission plumbing; this package adapts them to controller-runtime.
 package webhooks
 
 import (

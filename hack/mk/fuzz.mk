@@ -20,7 +20,7 @@ FUZZ_SMOKE_TIME ?= 20000x
 
 # Every `func FuzzXxx` in a _test.go file of the module, as <package dir>:<target>.
 # Found by name rather than listed, so a new target is fuzzed in CI without
-# anyone remembering to add it here: validation and defaulting (webhooks/),
+# anyone remembering to add it here: validation and defaulting (webhooks/rules),
 # conversion on arbitrary JSON (test/fuzz), the Prometheus-text
 # progress parsing (controllers/trainingjob, test/fuzz).
 FUZZ_TARGETS = $(shell grep -rHo --include='*_test.go' --exclude-dir=bin --exclude-dir=.git --exclude-dir=vendor \

@@ -4,4 +4,4 @@
 
 .PHONY: fuzz-webhooks
 fuzz-webhooks: ## Fuzz only the webhook targets (validation, defaulting, undecodable values), FUZZ_TIME executions each.
-	$(call fuzz-run,$(FUZZ_TIME),./webhooks:%)
+	$(call fuzz-run,$(FUZZ_TIME),./webhooks/rules:%)

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"encoding/json"
@@ -31,7 +31,7 @@ func FuzzUndecodableValues(f *testing.F) {
 	types := []reflect.Type{reflect.TypeFor[mlv1.TrainingJob](), reflect.TypeFor[mlv1.ModelDeployment]()}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, typ := range types {
-			errs := undecodableValues(raw, typ, nil)
+			errs := UndecodableValues(raw, typ, nil)
 			obj := reflect.New(typ).Interface()
 			if json.Unmarshal(raw, obj) == nil && len(errs) > 0 {
 				t.Fatalf("%s decodes, yet %v", typ.Name(), errs)

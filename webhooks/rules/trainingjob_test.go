@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
@@ -92,7 +93,7 @@ func TestDependentDefaultsFollowTheirSource(t *testing.T) {
 	DefaultTrainingJob(job, old, testImages)
 	assert.Equal(t, ptr.To[int32](3), job.Spec.NProcPerNode, "a value set in this update stays")
 
-	assert.Empty(t, validateTrainingJob(old, job), "a suspended job may change its GPUs")
+	assert.Empty(t, ValidateTrainingJob(old, job), "a suspended job may change its GPUs")
 }
 
 func TestValidateTrainingJobMessages(t *testing.T) {
@@ -140,16 +141,16 @@ func TestValidationRatchetsOnUpdate(t *testing.T) {
 	old := &mlv1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}}
 	old.Spec.Env = []corev1.EnvVar{{Name: "RANK", Value: "0"}}
 	DefaultTrainingJob(old, nil, testImages)
-	require.NotEmpty(t, validateTrainingJob(nil, old), "the stored job breaks a rule")
+	require.NotEmpty(t, ValidateTrainingJob(nil, old), "the stored job breaks a rule")
 
 	relabelled := old.DeepCopy()
 	relabelled.Labels = map[string]string{"team": "vision"}
 	relabelled.Finalizers = nil
-	assert.Empty(t, validateTrainingJob(old, relabelled))
+	assert.Empty(t, ValidateTrainingJob(old, relabelled))
 
 	rescaled := old.DeepCopy()
 	rescaled.Spec.NumWorkers = 4
-	assert.Empty(t, validateTrainingJob(old, rescaled))
+	assert.Empty(t, ValidateTrainingJob(old, rescaled))
 
 	worse := old.DeepCopy()
 	worse.Spec.Suspend = ptr.To(true)
@@ -166,22 +167,21 @@ func TestUpdateKeepsStoredCheckpointStorage(t *testing.T) {
 		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("fast")}}}}
 	DefaultTrainingJob(old, nil, testImages)
 	require.Equal(t, mlv1.StorageTypePVC, old.Spec.Checkpoint.Storage.Type)
-	w := &TrainingJobWebhook{DefaultImages: testImages}
 
 	leftOut := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5}}
 	DefaultTrainingJob(leftOut, old, testImages)
 	assert.Equal(t, old.Spec.Checkpoint.Storage, leftOut.Spec.Checkpoint.Storage)
-	require.NoError(t, w.admit(old, leftOut))
+	assert.Empty(t, TrainingJobProblems(old, leftOut, testImages))
 
 	typeLeftOut := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5,
 		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("fast")}}}}
 	DefaultTrainingJob(typeLeftOut, old, testImages)
-	require.NoError(t, w.admit(old, typeLeftOut))
+	assert.Empty(t, TrainingJobProblems(old, typeLeftOut, testImages))
 
 	changed := &mlv1.TrainingJob{Spec: mlv1.TrainingJobSpec{NumWorkers: 5,
 		Checkpoint: mlv1.CheckpointSpec{Storage: mlv1.CheckpointStorage{StorageClassName: ptr.To("slow")}}}}
 	DefaultTrainingJob(changed, old, testImages)
-	require.EqualError(t, w.admit(old, changed), `TrainingJob.ml.example.com "" is invalid: spec.checkpoint.storage: Forbidden: field is immutable`)
+	assert.Equal(t, []string{"spec.checkpoint.storage: Forbidden: field is immutable"}, problemStrings(TrainingJobProblems(old, changed, testImages)))
 }
 
 // Defaulting fills only unset fields: an explicit out-of-range value is
@@ -195,8 +195,8 @@ func TestDefaultingLeavesExplicitOutOfRangeValues(t *testing.T) {
 	assert.Equal(t, ptr.To[int32](0), job.Spec.NProcPerNode)
 	assert.Equal(t, int32(-1), job.Spec.Checkpoint.Frequency)
 	assert.Equal(t, int32(-3), job.Spec.Checkpoint.KeepLast)
-	require.EqualError(t, (&TrainingJobWebhook{DefaultImages: testImages}).admit(nil, job),
-		`TrainingJob.ml.example.com "j" is invalid: spec.numWorkers: Invalid value: -1: must be between 1 and 100`)
+	assert.Equal(t, []string{"spec.numWorkers: Invalid value: -1: must be between 1 and 100"},
+		problemStrings(TrainingJobProblems(nil, job, testImages)))
 }
 
 // defaultedJob is a job named "job" as the defaulting webhook leaves it.
@@ -206,10 +206,15 @@ func defaultedJob() *mlv1.TrainingJob {
 	return j
 }
 
-// validationErrors is validateTrainingJob's answer as strings.
+// validationErrors is ValidateTrainingJob's answer as strings.
 func validationErrors(old, job *mlv1.TrainingJob) []string {
+	return problemStrings(ValidateTrainingJob(old, job))
+}
+
+// problemStrings is errs as strings, nil when there are none.
+func problemStrings(errs field.ErrorList) []string {
 	var got []string
-	for _, e := range validateTrainingJob(old, job) {
+	for _, e := range errs {
 		got = append(got, e.Error())
 	}
 	return got

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"testing"
@@ -34,10 +34,10 @@ func TestPlacementTimeoutMayChangeWhileRunning(t *testing.T) {
 	old.Spec.Suspend = ptr.To(false)
 	job := old.DeepCopy()
 	job.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: time.Hour}
-	assert.Empty(t, validateTrainingJob(old, job))
+	assert.Empty(t, ValidateTrainingJob(old, job))
 
 	job.Spec.Scheduling.PriorityClassName = "high"
-	errs := validateTrainingJob(old, job)
+	errs := ValidateTrainingJob(old, job)
 	if assert.Len(t, errs, 1) {
 		assert.Equal(t, "spec.scheduling: Forbidden: may only change while the job is suspended (spec.suspend: true)", errs[0].Error())
 	}

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"testing"
@@ -39,12 +39,12 @@ func TestValidateModelDeploymentRatchetsAndKeepsImmutability(t *testing.T) {
 	DefaultModelDeployment(old, nil)
 	md := old.DeepCopy()
 	md.Labels = map[string]string{"x": "y"}
-	assert.Empty(t, validateModelDeployment(old, md), "a stored weight problem does not block other updates")
+	assert.Empty(t, ValidateModelDeployment(old, md), "a stored weight problem does not block other updates")
 
 	md.Spec.Versions[1].Weight = ptr.To[int32](20)
 	md.Spec.Framework = mlv1.ModelFrameworkPyTorch
 	var got []string
-	for _, e := range validateModelDeployment(old, md) {
+	for _, e := range ValidateModelDeployment(old, md) {
 		got = append(got, e.Error())
 	}
 	assert.Equal(t, []string{
@@ -182,15 +182,15 @@ func TestValidateRollbackTo(t *testing.T) {
 
 	md := old.DeepCopy()
 	md.Spec.Rollout.RollbackTo = "v1"
-	assert.Empty(t, validateModelDeployment(old, md), "a version from history")
+	assert.Empty(t, ValidateModelDeployment(old, md), "a version from history")
 	md.Spec.Rollout.RollbackTo = "v0"
-	errs := validateModelDeployment(old, md)
+	errs := ValidateModelDeployment(old, md)
 	require.Len(t, errs, 1)
 	assert.Equal(t, `spec.rollout.rollbackTo: Invalid value: "v0": must name a version of spec.versions or status.history: v1, v2`, errs[0].Error())
 
 	created := old.DeepCopy()
 	created.Spec.Rollout.RollbackTo = "v1"
-	errs = validateModelDeployment(nil, created)
+	errs = ValidateModelDeployment(nil, created)
 	require.Len(t, errs, 1, "on create there is no history yet")
 
 	// Once set, history moving on never blocks other updates.
@@ -199,7 +199,7 @@ func TestValidateRollbackTo(t *testing.T) {
 	stored.Status.History = nil
 	again := stored.DeepCopy()
 	again.Labels = map[string]string{"a": "b"}
-	assert.Empty(t, validateModelDeployment(stored, again))
+	assert.Empty(t, ValidateModelDeployment(stored, again))
 }
 
 // With steps, a version that still takes traffic cannot leave the spec
@@ -214,18 +214,18 @@ func TestServingVersionStaysDuringSteppedRollout(t *testing.T) {
 	old.Status.ActiveVersions = []mlv1.VersionStatus{{Name: "v1", Weight: 100}}
 	md := old.DeepCopy()
 	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
-	errs := validateModelDeployment(old, md)
+	errs := ValidateModelDeployment(old, md)
 	require.Len(t, errs, 1)
 	assert.Equal(t, "spec.versions: Forbidden: version v1 still takes 100% of the traffic: with spec.rollout.steps keep it (at weight 0) until the new versions are promoted, then remove it", errs[0].Error())
 
 	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v1", Weight: ptr.To[int32](0)}, {Name: "v2", Weight: ptr.To[int32](100)}}
-	assert.Empty(t, validateModelDeployment(old, md), "kept at weight 0")
+	assert.Empty(t, ValidateModelDeployment(old, md), "kept at weight 0")
 
 	old.Status.ActiveVersions[0].Weight = 0
 	md.Spec.Versions = []mlv1.ModelVersion{{Name: "v2", Weight: ptr.To[int32](100)}}
-	assert.Empty(t, validateModelDeployment(old, md), "a version without traffic may go")
+	assert.Empty(t, ValidateModelDeployment(old, md), "a version without traffic may go")
 
 	old.Status.ActiveVersions[0].Weight = 100
 	md.Spec.Rollout.Steps = nil
-	assert.Empty(t, validateModelDeployment(old, md), "without steps, removal drains as before")
+	assert.Empty(t, ValidateModelDeployment(old, md), "without steps, removal drains as before")
 }

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"encoding/json"
@@ -16,8 +16,8 @@ import (
 )
 
 // The fuzz targets below run their seed corpus in every `go test`; run
-// `go test ./webhooks -fuzz FuzzTrainingJobDefaulter` (one target at a time)
-// to explore further. They check that neither defaulting nor validation
+// `go test ./webhooks/rules -fuzz FuzzTrainingJobDefaulter` (one target at a
+// time) or `make fuzz-webhooks` to explore further. They check that neither defaulting nor validation
 // panics on any object that decodes, that defaulting is idempotent, and that
 // every validation error names a field.
 
@@ -25,7 +25,7 @@ import (
 // hand-written edge cases.
 func seedObjects(t testing.TB, kind string) [][]byte {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("..", "test", "testdata", "seed-examples", "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join("..", "..", "test", "testdata", "seed-examples", "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no seed examples: %v", err)
 	}
@@ -138,12 +138,11 @@ func FuzzTrainingJobValidator(f *testing.F) {
 		if !ok {
 			t.Skip()
 		}
-		errs := validateTrainingJob(nil, job)
+		errs := ValidateTrainingJob(nil, job)
 		checkFieldPaths(t, errs)
 		if old, ok := decode[mlv1.TrainingJob](oldData); ok {
-			w := &TrainingJobWebhook{DefaultImages: testImages}
-			_ = w.admit(old, job)
-			errs = validateTrainingJob(old, job)
+			checkFieldPaths(t, TrainingJobProblems(old, job, testImages))
+			errs = ValidateTrainingJob(old, job)
 			checkFieldPaths(t, errs)
 		}
 	})
@@ -196,10 +195,10 @@ func FuzzModelDeploymentValidator(f *testing.F) {
 		if !ok {
 			t.Skip()
 		}
-		errs := validateModelDeployment(nil, md)
+		errs := ValidateModelDeployment(nil, md)
 		checkFieldPaths(t, errs)
 		if old, ok := decode[mlv1.ModelDeployment](oldData); ok {
-			errs = validateModelDeployment(old, md)
+			errs = ValidateModelDeployment(old, md)
 			checkFieldPaths(t, errs)
 		}
 	})

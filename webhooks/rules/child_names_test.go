@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ type trainingJobSchema struct {
 
 func readTrainingJobSchema(t *testing.T) trainingJobSchema {
 	t.Helper()
-	data, err := os.ReadFile("../config/crd/bases/ml.example.com_trainingjobs.yaml")
+	data, err := os.ReadFile("../../config/crd/bases/ml.example.com_trainingjobs.yaml")
 	require.NoError(t, err)
 	var crd struct {
 		Spec struct {
@@ -135,10 +135,10 @@ func TestLongestModelDeploymentNamesGiveValidChildNames(t *testing.T) {
 			Versions: []mlv1.ModelVersion{{Name: version}},
 		}}
 		DefaultModelDeployment(md, nil)
-		require.Emptyf(t, validateModelDeployment(nil, md), "name %d + version %d characters is accepted", len(name), len(version))
+		require.Emptyf(t, ValidateModelDeployment(nil, md), "name %d + version %d characters is accepted", len(name), len(version))
 		longer := md.DeepCopy()
 		longer.Spec.Versions[0].Name += "v"
-		require.NotEmptyf(t, validateModelDeployment(nil, longer), "name %d + version %d characters is refused", len(name), len(version)+1)
+		require.NotEmptyf(t, ValidateModelDeployment(nil, longer), "name %d + version %d characters is refused", len(name), len(version)+1)
 
 		children := []childName{
 			{"Service of the ModelDeployment", name, dns1035Label},

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"testing"
@@ -36,5 +36,5 @@ func TestValidateTerminationGracePeriod(t *testing.T) {
 	job.Spec.Template.TerminationGracePeriodSeconds = ptr.To[int64](120)
 	assert.Equal(t, []string{"spec.template: Forbidden: may only change while the job is suspended (spec.suspend: true)"}, validationErrors(old, job))
 	old.Spec.Suspend = ptr.To(true)
-	assert.Empty(t, validateTrainingJob(old, job), "a suspended job may take a new grace period")
+	assert.Empty(t, ValidateTrainingJob(old, job), "a suspended job may take a new grace period")
 }

@@ -1,4 +1,4 @@
-package webhooks
+package rules
 
 import (
 	"testing"
@@ -42,5 +42,5 @@ func TestFailurePolicyMayChangeWhileRunning(t *testing.T) {
 	old.Spec.Suspend = ptr.To(false)
 	job := old.DeepCopy()
 	job.Spec.FailurePolicy = &mlv1.FailurePolicy{StallTimeout: &metav1.Duration{Duration: 5 * time.Minute}, StallAction: mlv1.StallActionFail}
-	assert.Empty(t, validateTrainingJob(old, job))
+	assert.Empty(t, ValidateTrainingJob(old, job))
 }

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
 	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/test/testutil"
 )
@@ -78,7 +77,7 @@ func FuzzProgressScrape(f *testing.F) {
 		}
 		job := testutil.TrainingJob("job", "ns").Obj()
 		job.Status.StartTime = &metav1.Time{Time: start}
-		trainingjob.ApplyProgress(job, p, now)
+		progress.Apply(job, p, now)
 		st := job.Status
 		// The status write is JSON the API server decodes again.
 		data, err := json.Marshal(st)

@@ -1,4 +1,4 @@
-package trainingjob
+package progress
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
 
 // FuzzParseAndApplyProgress: whatever rank 0 serves, parsing never panics
@@ -30,17 +29,17 @@ func FuzzParseAndApplyProgress(f *testing.F) {
 	}
 	now := t0.Add(time.Hour)
 	f.Fuzz(func(t *testing.T, body string, specTotal bool) {
-		p, err := progress.Parse(strings.NewReader(body))
+		p, err := Parse(strings.NewReader(body))
 		if err != nil {
 			return
 		}
-		job := testJob(mlv1.FrameworkPyTorch) // hyperparameters.epochs = 10
+		job := testJob() // hyperparameters.epochs = 10
 		if !specTotal {
 			delete(job.Spec.Hyperparameters, "epochs")
 		}
 		start := metav1.NewTime(t0)
 		job.Status.StartTime = &start
-		ApplyProgress(job, p, now)
+		Apply(job, p, now)
 		st := job.Status
 		if st.CurrentEpoch < 0 || st.TotalEpochs < 0 || (st.TotalEpochs > 0 && st.CurrentEpoch > st.TotalEpochs) {
 			t.Fatalf("epoch %d/%d", st.CurrentEpoch, st.TotalEpochs)

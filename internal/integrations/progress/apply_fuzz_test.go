@@ -2,6 +2,7 @@ package progress
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,38 +34,60 @@ func FuzzParseAndApplyProgress(f *testing.F) {
 		if err != nil {
 			return
 		}
-		job := testJob() // hyperparameters.epochs = 10
-		if !specTotal {
-			delete(job.Spec.Hyperparameters, "epochs")
-		}
-		start := metav1.NewTime(t0)
-		job.Status.StartTime = &start
+		job := startedJob(specTotal)
 		Apply(job, p, now)
-		st := job.Status
-		if st.CurrentEpoch < 0 || st.TotalEpochs < 0 || (st.TotalEpochs > 0 && st.CurrentEpoch > st.TotalEpochs) {
-			t.Fatalf("epoch %d/%d", st.CurrentEpoch, st.TotalEpochs)
+		if specTotal && job.Status.TotalEpochs != 10 {
+			t.Fatalf("total %d, the spec says 10", job.Status.TotalEpochs)
 		}
-		if specTotal && st.TotalEpochs != 10 {
-			t.Fatalf("total %d, the spec says 10", st.TotalEpochs)
-		}
-		if cp := st.LastCheckpoint; cp != nil {
-			if cp.Epoch < 0 || (st.TotalEpochs > 0 && cp.Epoch > st.TotalEpochs) {
-				t.Fatalf("checkpoint epoch %d", cp.Epoch)
-			}
-			if cp.Time != nil && (cp.Time.Time.Before(minCheckpointTime) || cp.Time.Time.After(now.Add(maxClockSkew))) {
-				t.Fatalf("checkpoint time %v", cp.Time)
-			}
-		}
-		if eta := st.EstimatedCompletionTime; eta != nil && (eta.Time.Before(now.Add(-time.Minute)) || eta.Time.After(now.Add(maxETA))) {
-			t.Fatalf("estimatedCompletionTime %v", eta)
-		}
-		b, err := json.Marshal(st)
-		if err != nil {
-			t.Fatalf("status cannot be serialized: %v", err)
-		}
-		var back mlv1.TrainingJobStatus
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatalf("status does not round-trip: %v", err)
-		}
+		checkFuzzedStatus(t, job.Status, now)
 	})
+}
+
+// startedJob is testJob started at t0, with hyperparameters.epochs = 10 when
+// specTotal and no epochs hyperparameter otherwise (the reported total
+// counts).
+func startedJob(specTotal bool) *mlv1.TrainingJob {
+	job := testJob()
+	if !specTotal {
+		delete(job.Spec.Hyperparameters, "epochs")
+	}
+	start := metav1.NewTime(t0)
+	job.Status.StartTime = &start
+	return job
+}
+
+var percent = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
+
+// checkFuzzedStatus fails t unless st, computed at now by Apply from a
+// fuzzed report for startedJob, is in range and writable: epochs are 0..total,
+// progress is 0..100 %, the checkpoint and the estimated completion are
+// within their bounds, and it encodes to JSON and decodes back (as the API
+// server decodes the status write).
+func checkFuzzedStatus(t *testing.T, st mlv1.TrainingJobStatus, now time.Time) {
+	t.Helper()
+	if st.CurrentEpoch < 0 || st.TotalEpochs < 0 || (st.TotalEpochs > 0 && st.CurrentEpoch > st.TotalEpochs) {
+		t.Fatalf("epoch %d/%d", st.CurrentEpoch, st.TotalEpochs)
+	}
+	if st.Progress != "" && !percent.MatchString(st.Progress) {
+		t.Fatalf("progress %q", st.Progress)
+	}
+	if cp := st.LastCheckpoint; cp != nil {
+		if cp.Epoch < 0 || (st.TotalEpochs > 0 && cp.Epoch > st.TotalEpochs) {
+			t.Fatalf("checkpoint epoch %d", cp.Epoch)
+		}
+		if cp.Time != nil && (cp.Time.Time.Before(minCheckpointTime) || cp.Time.Time.After(now.Add(maxClockSkew))) {
+			t.Fatalf("checkpoint time %v", cp.Time)
+		}
+	}
+	if eta := st.EstimatedCompletionTime; eta != nil && (eta.Time.Before(now.Add(-time.Minute)) || eta.Time.After(now.Add(maxETA))) {
+		t.Fatalf("estimatedCompletionTime %v", eta)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatalf("status cannot be serialized: %v", err)
+	}
+	var back mlv1.TrainingJobStatus
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("status does not round-trip: %v", err)
+	}
 }

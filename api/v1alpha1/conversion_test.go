@@ -80,18 +80,38 @@ func throughJSON[T any](t *testing.T, obj *T) *T {
 	return out
 }
 
+// viaSpoke converts a v1 object to v1alpha1, through JSON, and back to v1,
+// as the API server does when a v1alpha1 client reads and writes a stored
+// v1 object. in is not changed.
+func viaSpoke(t *testing.T, in *mlv1.TrainingJob) *mlv1.TrainingJob {
+	t.Helper()
+	spoke := &mlv1alpha1.TrainingJob{}
+	require.NoError(t, spoke.ConvertFrom(in.DeepCopy()), "v1 -> v1alpha1")
+	spoke = throughJSON(t, spoke)
+	out := &mlv1.TrainingJob{}
+	require.NoError(t, spoke.ConvertTo(out), "v1alpha1 -> v1")
+	return out
+}
+
+// viaHub converts a v1alpha1 object to v1 (the stored version), through
+// JSON, and back to v1alpha1. in is not changed.
+func viaHub(t *testing.T, in *mlv1alpha1.TrainingJob) *mlv1alpha1.TrainingJob {
+	t.Helper()
+	hub := &mlv1.TrainingJob{}
+	require.NoError(t, in.DeepCopy().ConvertTo(hub), "v1alpha1 -> v1")
+	hub = throughJSON(t, hub)
+	out := &mlv1alpha1.TrainingJob{}
+	require.NoError(t, out.ConvertFrom(hub), "v1 -> v1alpha1")
+	return out
+}
+
 // Every random v1 object survives v1 -> v1alpha1 -> v1 unchanged.
 func TestHubRoundTripIsLossless(t *testing.T) {
 	f := newFiller(1)
 	for i := range roundTrips {
 		in := &mlv1.TrainingJob{}
 		f.Fill(in)
-		spoke := &mlv1alpha1.TrainingJob{}
-		require.NoError(t, spoke.ConvertFrom(in.DeepCopy()))
-		spoke = throughJSON(t, spoke)
-		out := &mlv1.TrainingJob{}
-		require.NoError(t, spoke.ConvertTo(out))
-		if !equality.Semantic.DeepEqual(in, out) {
+		if out := viaSpoke(t, in); !equality.Semantic.DeepEqual(in, out) {
 			t.Fatalf("object %d changed in a v1 -> v1alpha1 -> v1 round trip (-in +out):\n%s", i, cmp.Diff(in, out))
 		}
 	}
@@ -104,12 +124,7 @@ func TestSpokeRoundTripIsLossless(t *testing.T) {
 	for i := range roundTrips {
 		in := &mlv1alpha1.TrainingJob{}
 		f.Fill(in)
-		hub := &mlv1.TrainingJob{}
-		require.NoError(t, in.DeepCopy().ConvertTo(hub))
-		hub = throughJSON(t, hub)
-		out := &mlv1alpha1.TrainingJob{}
-		require.NoError(t, out.ConvertFrom(hub))
-		if !equality.Semantic.DeepEqual(in, out) {
+		if out := viaHub(t, in); !equality.Semantic.DeepEqual(in, out) {
 			t.Fatalf("object %d changed in a v1alpha1 -> v1 -> v1alpha1 round trip (-in +out):\n%s", i, cmp.Diff(in, out))
 		}
 	}

@@ -23,7 +23,7 @@ type scrapeEntry struct {
 	// pod of the current attempt (retarget).
 	target types.UID
 	// The rate baseline of attempt baseAttempt, if set.
-	base        rateBaseline
+	base        progress.RateBaseline
 	baseAttempt int32
 	// pending is the last scrape's outcome until a status write carries it:
 	// a pass whose write is lost applies it again instead of scraping
@@ -94,12 +94,12 @@ func (t *scrapeTracker) record(key types.NamespacedName, now time.Time, ok bool,
 
 // baseline returns the rate baseline of a job's attempt, setting it to
 // (epoch, now) at the attempt's first call.
-func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) rateBaseline {
+func (t *scrapeTracker) baseline(key types.NamespacedName, attempt, epoch int32, now time.Time) progress.RateBaseline {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entries[key]
-	if e.base.at.IsZero() || e.baseAttempt != attempt {
-		e.base, e.baseAttempt = rateBaseline{epoch: epoch, at: now}, attempt
+	if e.base.At.IsZero() || e.baseAttempt != attempt {
+		e.base, e.baseAttempt = progress.RateBaseline{Epoch: epoch, At: now}, attempt
 		t.entries[key] = e
 	}
 	return e.base

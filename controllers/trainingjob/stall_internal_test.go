@@ -99,22 +99,4 @@ func TestDecideStallAfterPodFailures(t *testing.T) {
 	assert.False(t, d.stalled)
 }
 
-// A checkpoint saved mid-epoch is reported with its step: the status names
-// step-<S> with the step and the attempt that wrote it; an epoch checkpoint
-// after it drops the step. Out-of-range steps and attempts are dropped.
-func TestApplyProgressCheckpointStepAndAttempt(t *testing.T) {
-	job := testJob(mlv1.FrameworkPyTorch)
-	require.True(t, ApplyProgress(job, progress.Report{CheckpointEpoch: f64(1), CheckpointStep: f64(20), CheckpointAttempt: f64(0)}, t0))
-	assert.Equal(t, &mlv1.CheckpointStatus{Epoch: 1, Step: ptr.To(int64(20)), Attempt: ptr.To(int32(0)), Path: "/checkpoints/step-20"},
-		job.Status.LastCheckpoint)
-	assert.False(t, ApplyProgress(job, progress.Report{CheckpointEpoch: f64(1), CheckpointStep: f64(20), CheckpointAttempt: f64(0)}, t0.Add(time.Minute)),
-		"the same checkpoint is no change")
-
-	require.True(t, ApplyProgress(job, progress.Report{CheckpointEpoch: f64(2), CheckpointAttempt: f64(1)}, t0.Add(2*time.Minute)))
-	assert.Equal(t, &mlv1.CheckpointStatus{Epoch: 2, Attempt: ptr.To(int32(1)), Path: "/checkpoints/epoch-2"}, job.Status.LastCheckpoint)
-
-	ApplyProgress(job, progress.Report{CheckpointEpoch: f64(3), CheckpointStep: f64(-1), CheckpointAttempt: f64(1e12)}, t0.Add(3*time.Minute))
-	assert.Equal(t, &mlv1.CheckpointStatus{Epoch: 3, Path: "/checkpoints/epoch-3"}, job.Status.LastCheckpoint)
-	ApplyProgress(job, progress.Report{CheckpointEpoch: f64(3), CheckpointStep: f64(1e300)}, t0.Add(4*time.Minute))
-	assert.Nil(t, job.Status.LastCheckpoint.Step, "a step past 2^53 is dropped")
-}
+func f64(v float64) *float64 { return &v }

@@ -23,30 +23,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus"
 	"github.com/ml-operator/ml-operator/internal/integrations/prometheus/prometheustest"
 )
-
-// Rank 0's step time and GPU utilization gauges become metrics.stepTime
-// and resources.gpuUtilization (source Trainer), rounded and bounded.
-func TestApplyProgressStepTimeAndGPUUtilization(t *testing.T) {
-	job := testJob(mlv1.FrameworkPyTorch)
-	require.True(t, ApplyProgress(job, progress.Report{StepTime: f64(0.3504), GPUUtilization: f64(87.5)}, t0))
-	require.NotNil(t, job.Status.Metrics)
-	assert.Equal(t, &metav1.Duration{Duration: 350400 * time.Microsecond}, job.Status.Metrics.StepTime)
-	assert.Equal(t, &mlv1.ResourceUsage{GPUUtilization: ptr.To(int32(88)), GPUUtilizationSource: mlv1.GPUUtilizationSourceTrainer}, job.Status.Resources)
-	assert.False(t, ApplyProgress(job, progress.Report{StepTime: f64(0.3504), GPUUtilization: f64(87.5)}, t0.Add(time.Minute)),
-		"the same values are no change")
-
-	// Out of range: utilization clamped, absurd step times dropped.
-	ApplyProgress(job, progress.Report{StepTime: f64(-1), GPUUtilization: f64(250)}, t0.Add(2*time.Minute))
-	assert.Nil(t, job.Status.Metrics.StepTime)
-	assert.Equal(t, int32(100), *job.Status.Resources.GPUUtilization)
-	ApplyProgress(job, progress.Report{StepTime: f64(1e12), GPUUtilization: f64(-3)}, t0.Add(3*time.Minute))
-	assert.Nil(t, job.Status.Metrics.StepTime)
-	assert.Equal(t, int32(0), *job.Status.Resources.GPUUtilization)
-}
 
 // serveTrainer serves body as rank 0's /metrics on loopback and returns
 // its port.

@@ -1,7 +1,12 @@
 // Package progress reads the progress contract rank 0 of a TrainingJob
 // serves: Prometheus text gauges over HTTP (docs/user-guide.md, "The
-// progress contract for trainer authors"). It only reads and parses; what
-// the values mean for a job's status is the TrainingJob controller's.
+// progress contract for trainer authors"), and computes what a report
+// means for a job's status (Apply). The TrainingJob controller decides when
+// to scrape and writes the status. The package imports neither
+// controller-runtime's client nor client-go, so its fuzz targets' test
+// binary is cheap to build with fuzzing's instrumentation
+// (docs/decisions.md, "Fuzz targets live in packages without
+// controller-runtime").
 package progress
 
 import (

@@ -54,7 +54,7 @@ func TestTrainerResumesFromOperatorCheckpoint(t *testing.T) {
 	for job.Status.LastCheckpoint == nil || job.Status.LastCheckpoint.Epoch < 2 {
 		require.True(t, time.Now().Before(deadline), "no checkpoint reported; trainer output:\n%s", out.String())
 		if p, err := scraper.Scrape(ctx, url); err == nil {
-			trainingjob.ApplyProgress(job, p, time.Now())
+			progress.Apply(job, p, time.Now())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

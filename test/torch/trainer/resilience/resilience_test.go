@@ -50,7 +50,7 @@ func scrapeUntil(t *testing.T, ctx context.Context, job *mlv1.TrainingJob, port 
 	for {
 		require.True(t, time.Now().Before(deadline), "%s: not seen; trainer output:\n%s", what, out.String())
 		if p, err := scraper.Scrape(ctx, url); err == nil {
-			trainingjob.ApplyProgress(job, p, time.Now())
+			progress.Apply(job, p, time.Now())
 			if done(p) {
 				return
 			}

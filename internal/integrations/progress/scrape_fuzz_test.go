@@ -1,21 +1,12 @@
-package fuzz_test
+package progress
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"sync"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/controllers/trainingjob"
-	"github.com/ml-operator/ml-operator/internal/integrations/progress"
-	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // progressServer serves whatever body the fuzzer sets, as rank 0 would.
@@ -37,15 +28,12 @@ func (s *progressServer) serve(body []byte) {
 	s.body = body
 }
 
-var percent = regexp.MustCompile(`^(100|[1-9]?[0-9])%$`)
-
 // FuzzProgressScrape feeds arbitrary text, as a trainer's metrics endpoint
 // could serve it (rank 0 runs the user's code: its output is untrusted), to
-// the operator's scrape and ApplyProgress. Whatever it serves, the operator
-// must not panic, and the status it computes must stay writable and sane:
-// it encodes to JSON and decodes back (as the API server decodes the status
-// write), progress is 0..100 %, epochs are not negative. The last two seeds
-// crashed prometheus/common's text parser before progress.go guarded it.
+// the operator's scrape (HTTPScraper over loopback HTTP) and Apply.
+// Whatever it serves, the operator must not panic, and the status it
+// computes must stay writable and sane (checkFuzzedStatus). The last two
+// seeds crashed prometheus/common's text parser before Parse guarded it.
 func FuzzProgressScrape(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -66,9 +54,8 @@ func FuzzProgressScrape(f *testing.F) {
 	srv := &progressServer{}
 	ts := httptest.NewServer(srv)
 	f.Cleanup(ts.Close)
-	scraper := progress.NewHTTPScraper()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := start.Add(time.Hour)
+	scraper := NewHTTPScraper()
+	now := t0.Add(time.Hour)
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		srv.serve(body)
@@ -76,27 +63,8 @@ func FuzzProgressScrape(f *testing.F) {
 		if err != nil {
 			return // refused text: the job just gets no progress this time
 		}
-		job := testutil.TrainingJob("job", "ns").Obj()
-		job.Status.StartTime = &metav1.Time{Time: start}
-		trainingjob.ApplyProgress(job, p, now)
-		st := job.Status
-		// The status write is JSON the API server decodes again.
-		data, err := json.Marshal(st)
-		if err != nil {
-			t.Fatalf("status after this scrape cannot be encoded: %v (%+v)", err, p)
-		}
-		var back mlv1.TrainingJobStatus
-		if err := json.Unmarshal(data, &back); err != nil {
-			t.Fatalf("status after this scrape cannot be decoded by the API server: %v", err)
-		}
-		if st.CurrentEpoch < 0 || st.TotalEpochs < 0 {
-			t.Fatalf("negative epochs: current %d, total %d", st.CurrentEpoch, st.TotalEpochs)
-		}
-		if st.Progress != "" && !percent.MatchString(st.Progress) {
-			t.Fatalf("progress %q", st.Progress)
-		}
-		if cp := st.LastCheckpoint; cp != nil && cp.Epoch < 0 {
-			t.Fatalf("negative checkpoint epoch %d", cp.Epoch)
-		}
+		job := startedJob(false)
+		Apply(job, p, now)
+		checkFuzzedStatus(t, job.Status, now)
 	})
 }

@@ -1,4 +1,4 @@
-package fuzz_test
+package v1alpha1_test
 
 import (
 	"bytes"
@@ -12,22 +12,36 @@ import (
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	mlv1alpha1 "github.com/ml-operator/ml-operator/api/v1alpha1"
-	"github.com/ml-operator/ml-operator/test/testutil"
+	"github.com/ml-operator/ml-operator/internal/manifests"
 )
+
+// corpusDirs are the manifests that seed the conversion fuzz targets: the
+// valid corpus and the seed examples, relative to this package's directory
+// (where go test and make fuzz run its test binary). Read with
+// internal/manifests rather than test/testutil, whose envtest helpers pull
+// controller-runtime's client and client-go into this test binary.
+var corpusDirs = []string{
+	filepath.Join("..", "..", "test", "testdata", "valid"),
+	filepath.Join("..", "..", "test", "testdata", "seed-examples"),
+}
 
 // seedJobs adds every TrainingJob manifest of the valid corpus and the seed
 // examples, as JSON, to f's corpus.
 func seedJobs(f *testing.F, apiVersion string) {
 	var paths []string
-	for _, dir := range []string{filepath.Join("test", "testdata", "valid"), filepath.Join("test", "testdata", "seed-examples")} {
-		p, err := filepath.Glob(filepath.Join(testutil.RepoRoot(), dir, "*.yaml"))
+	for _, dir := range corpusDirs {
+		p, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			f.Fatal(err)
 		}
+		if len(p) == 0 {
+			f.Fatalf("no manifests in %s", dir)
+		}
 		paths = append(paths, p...)
 	}
+	seeded := 0
 	for _, path := range paths {
-		objs, err := testutil.ReadManifests(path)
+		objs, err := manifests.Read(path)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -40,7 +54,11 @@ func seedJobs(f *testing.F, apiVersion string) {
 				f.Fatal(err)
 			}
 			f.Add(data)
+			seeded++
 		}
+	}
+	if seeded == 0 {
+		f.Fatalf("no %s TrainingJob in %v", apiVersion, corpusDirs)
 	}
 	f.Add([]byte(`{}`))
 }
@@ -79,23 +97,7 @@ func FuzzSpokeRoundTrip(f *testing.F) {
 		if ownAnnotations(in.Annotations) {
 			return // the conversion's own annotations; a user forging them is not a round trip
 		}
-		hub := &mlv1.TrainingJob{}
-		if err := in.DeepCopy().ConvertTo(hub); err != nil {
-			t.Fatalf("v1alpha1 -> v1: %v", err)
-		}
-		wire, err := json.Marshal(hub)
-		if err != nil {
-			t.Fatalf("encoding the v1 object: %v", err)
-		}
-		hub = &mlv1.TrainingJob{}
-		if err := json.Unmarshal(wire, hub); err != nil {
-			t.Fatalf("decoding the v1 object: %v", err)
-		}
-		out := &mlv1alpha1.TrainingJob{}
-		if err := out.ConvertFrom(hub); err != nil {
-			t.Fatalf("v1 -> v1alpha1: %v", err)
-		}
-		if !equality.Semantic.DeepEqual(in, out) {
+		if out := viaHub(t, in); !equality.Semantic.DeepEqual(in, out) {
 			t.Fatalf("changed in a v1alpha1 -> v1 -> v1alpha1 round trip (-in +out):\n%s", cmp.Diff(in, out))
 		}
 	})
@@ -115,23 +117,7 @@ func FuzzHubRoundTrip(f *testing.F) {
 		if ownAnnotations(in.Annotations) {
 			return
 		}
-		spoke := &mlv1alpha1.TrainingJob{}
-		if err := spoke.ConvertFrom(in.DeepCopy()); err != nil {
-			t.Fatalf("v1 -> v1alpha1: %v", err)
-		}
-		wire, err := json.Marshal(spoke)
-		if err != nil {
-			t.Fatalf("encoding the v1alpha1 object: %v", err)
-		}
-		spoke = &mlv1alpha1.TrainingJob{}
-		if err := json.Unmarshal(wire, spoke); err != nil {
-			t.Fatalf("decoding the v1alpha1 object: %v", err)
-		}
-		out := &mlv1.TrainingJob{}
-		if err := spoke.ConvertTo(out); err != nil {
-			t.Fatalf("v1alpha1 -> v1: %v", err)
-		}
-		if !equality.Semantic.DeepEqual(in, out) {
+		if out := viaSpoke(t, in); !equality.Semantic.DeepEqual(in, out) {
 			t.Fatalf("changed in a v1 -> v1alpha1 -> v1 round trip (-in +out):\n%s", cmp.Diff(in, out))
 		}
 	})

@@ -4,56 +4,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	mlv1 "github.com/ml-operator/ml-operator/api/v1"
-	"github.com/ml-operator/ml-operator/internal/integrations/progress"
 )
-
-func TestApplyProgress(t *testing.T) {
-	job := testJob(mlv1.FrameworkPyTorch) // hyperparameters.epochs = 10
-	start := metav1.NewTime(t0)
-	job.Status.StartTime = &start
-	// What progress.Parse reads from a trainer following the contract.
-	p := progress.Report{Epoch: f64(4), TotalEpochs: f64(10), Loss: f64(0.25), Accuracy: f64(0.91),
-		Throughput: f64(1234.5), CheckpointEpoch: f64(3), CheckpointTimestamp: f64(1.7670000005e+09)}
-	now := t0.Add(40 * time.Minute)
-	if !ApplyProgress(job, p, now) {
-		t.Fatal("first scrape changed nothing")
-	}
-	st := job.Status
-	if st.CurrentEpoch != 4 || st.TotalEpochs != 10 || st.Progress != "40%" {
-		t.Errorf("epoch %d/%d progress %q", st.CurrentEpoch, st.TotalEpochs, st.Progress)
-	}
-	if st.Metrics == nil || *st.Metrics.Loss != 0.25 || *st.Metrics.Throughput != 1234.5 || !st.Metrics.LastScrapeTime.Time.Equal(now) {
-		t.Errorf("metrics %+v", st.Metrics)
-	}
-	if st.LastCheckpoint == nil || st.LastCheckpoint.Epoch != 3 || st.LastCheckpoint.Path != "/checkpoints/epoch-3" ||
-		st.LastCheckpoint.Time == nil || st.LastCheckpoint.Time.Unix() != 1767000000 {
-		t.Errorf("lastCheckpoint %+v", st.LastCheckpoint)
-	}
-	// 4 epochs in 40 minutes: 6 more take 60 minutes.
-	if st.EstimatedCompletionTime == nil || !st.EstimatedCompletionTime.Time.Equal(t0.Add(100*time.Minute)) {
-		t.Errorf("estimatedCompletionTime %v", st.EstimatedCompletionTime)
-	}
-	if ApplyProgress(job, p, now.Add(15*time.Second)) {
-		t.Errorf("the same values must not count as a change (no status write)")
-	}
-	if !job.Status.Metrics.LastScrapeTime.Time.Equal(now) {
-		t.Errorf("scrape time moved without a change")
-	}
-}
-
-func TestApplyProgressUsesReportedTotalWithoutEpochsHyperparameter(t *testing.T) {
-	job := testJob(mlv1.FrameworkPyTorch)
-	delete(job.Spec.Hyperparameters, "epochs")
-	p := progress.Report{Epoch: f64(1), TotalEpochs: f64(4)}
-	ApplyProgress(job, p, t0)
-	if job.Status.TotalEpochs != 4 || job.Status.Progress != "25%" {
-		t.Errorf("total %d progress %q", job.Status.TotalEpochs, job.Status.Progress)
-	}
-}
 
 func TestScrapeTrackerRateLimitsAndBacksOff(t *testing.T) {
 	tr := newScrapeTracker()
@@ -130,5 +82,19 @@ func TestScrapeTrackerPendingUntilWritten(t *testing.T) {
 	}
 	if ok, at := tr.due(key, t0.Add(time.Second)); ok || !at.Equal(t0.Add(15*time.Second)) {
 		t.Error("the write moved the next scrape")
+	}
+}
+func TestScrapeTrackerBaselinePerAttempt(t *testing.T) {
+	tr := newScrapeTracker()
+	key := types.NamespacedName{Namespace: "a", Name: "b"}
+	if b := tr.baseline(key, 0, 3, t0); b.Epoch != 3 || !b.At.Equal(t0) {
+		t.Errorf("first baseline %+v", b)
+	}
+	tr.record(key, t0, true, time.Second, time.Minute)
+	if b := tr.baseline(key, 0, 5, t0.Add(time.Hour)); b.Epoch != 3 || !b.At.Equal(t0) {
+		t.Errorf("same attempt must keep its baseline: %+v", b)
+	}
+	if b := tr.baseline(key, 1, 4, t0.Add(2*time.Hour)); b.Epoch != 4 || !b.At.Equal(t0.Add(2*time.Hour)) {
+		t.Errorf("a new attempt starts a new baseline: %+v", b)
 	}
 }

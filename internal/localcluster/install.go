@@ -82,6 +82,14 @@ func (c *Cluster) installCRDs(ctx context.Context, conversion *Webhook) error {
 			names = append(names, crd.GetName())
 		}
 	}
+	return c.WaitEstablished(ctx, names...)
+}
+
+// WaitEstablished waits up to 30 s for each named CRD to be Established.
+// It reads the CRD itself: `kubectl wait --for=condition=Established` right
+// after the CRD is created can fail at once, on a CRD whose status has no
+// conditions yet.
+func (c *Cluster) WaitEstablished(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		if err := poll(ctx, 30*time.Second, func() (bool, error) {
 			crd := &apiextensionsv1.CustomResourceDefinition{}

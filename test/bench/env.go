@@ -144,7 +144,7 @@ func Start(ctx context.Context, o EnvOptions) (env *Env, err error) {
 	if err := env.kubectl(o, "apply", "--server-side", "-f", filepath.Join(o.RepoRoot, "test/testdata/crds/gatewayapi")); err != nil {
 		return env, err
 	}
-	if err := env.kubectl(o, "wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io"); err != nil {
+	if err := c.WaitEstablished(ctx, "httproutes.gateway.networking.k8s.io"); err != nil {
 		return env, err
 	}
 

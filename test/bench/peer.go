@@ -78,7 +78,7 @@ func (r *run) peer(ctx context.Context) (*PeerRun, error) {
 	if err := r.env.kubectlRun("apply", "--server-side", "-f", pc.CRD); err != nil {
 		return nil, err
 	}
-	if err := r.env.kubectlRun("wait", "--for=condition=Established", "--timeout=60s", "crd/"+peerCRD); err != nil {
+	if err := r.env.Cluster.WaitEstablished(ctx, peerCRD); err != nil {
 		return nil, err
 	}
 	if err := r.newNamespace(ctx, peerNamespace); err != nil {

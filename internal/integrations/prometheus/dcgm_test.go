@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,10 +21,9 @@ import (
 // labels stay; without (a ServiceMonitor's default) they become
 // exported_namespace and exported_pod, and the target's own namespace and
 // pod (the exporter's) are added.
-func loadExporterScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.Time, honorLabels bool) {
+func loadExporterScrape(t *testing.T, st *memStorage, file string, ts time.Time, honorLabels bool) {
 	t.Helper()
 	families := readScrape(t, file)
-	app := st.Appender(context.Background())
 	for name, mf := range families {
 		for _, m := range mf.GetMetric() {
 			b := labels.NewBuilder(labels.EmptyLabels())
@@ -42,11 +40,9 @@ func loadExporterScrape(t *testing.T, st *teststorage.TestStorage, file string, 
 				b.Set("pod", "nvidia-dcgm-exporter-7xk2p")
 				b.Set("container", "nvidia-dcgm-exporter")
 			}
-			_, err := app.Append(0, b.Labels(), ts.UnixMilli(), m.GetGauge().GetValue())
-			require.NoError(t, err)
+			st.add(b.Labels(), ts.UnixMilli(), m.GetGauge().GetValue())
 		}
 	}
-	require.NoError(t, app.Commit())
 }
 
 // The DCGM query, evaluated by Prometheus' engine over two nodes' exporter
@@ -57,7 +53,7 @@ func loadExporterScrape(t *testing.T, st *teststorage.TestStorage, file string, 
 func TestDCGMQueryAveragesTheJobsGPUs(t *testing.T) {
 	at := time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC)
 	for _, honorA := range []bool{true, false} {
-		st := teststorage.New(t)
+		st := newMemStorage()
 		loadExporterScrape(t, st, filepath.Join("testdata", "dcgm", "node-a.prom"), at, honorA)
 		loadExporterScrape(t, st, filepath.Join("testdata", "dcgm", "node-b.prom"), at, !honorA)
 		q := prometheus.DCGMGPUUtilizationQuery("team-a", prometheus.TrainingJobPodRegex("bert"))

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/util/teststorage"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -55,10 +55,9 @@ func readScrape(t *testing.T, file string) map[string]*dto.MetricFamily {
 
 // loadScrape appends one recorded scrape to the storage at ts, with the
 // namespace and pod labels Prometheus' Kubernetes pod scrape config adds.
-func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.Time, namespace, pod string) {
+func loadScrape(t *testing.T, st *memStorage, file string, ts time.Time, namespace, pod string) {
 	t.Helper()
 	families := readScrape(t, file)
-	app := st.Appender(context.Background())
 	add := func(name string, m *dto.Metric, v float64, extra ...string) {
 		b := labels.NewBuilder(labels.EmptyLabels())
 		b.Set(labels.MetricName, name)
@@ -70,8 +69,7 @@ func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.
 		}
 		b.Set("namespace", namespace)
 		b.Set("pod", pod)
-		_, err := app.Append(0, b.Labels(), ts.UnixMilli(), v)
-		require.NoError(t, err)
+		st.add(b.Labels(), ts.UnixMilli(), v)
 	}
 	for name, mf := range families {
 		for _, m := range mf.GetMetric() {
@@ -95,12 +93,11 @@ func loadScrape(t *testing.T, st *teststorage.TestStorage, file string, ts time.
 			}
 		}
 	}
-	require.NoError(t, app.Commit())
 }
 
 // evaluate runs query at ts with Prometheus' own PromQL engine; ok is false
 // for an empty or non-finite answer, as HTTPSource reads one.
-func evaluate(t *testing.T, st *teststorage.TestStorage, query string, ts time.Time) (float64, bool) {
+func evaluate(t *testing.T, st storage.Queryable, query string, ts time.Time) (float64, bool) {
 	t.Helper()
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 100000, Timeout: 10 * time.Second})
 	q, err := engine.NewInstantQuery(context.Background(), st, nil, query, ts)
@@ -128,7 +125,7 @@ func TestPresetsAgainstRecordedScrapes(t *testing.T) {
 	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	for name, want := range presetWant {
 		t.Run(name, func(t *testing.T) {
-			st := teststorage.New(t)
+			st := newMemStorage()
 			dir := filepath.Join("testdata", name)
 			canary, stable := "fraud-v2-7d9f8b6c5-x2x9k", "fraud-v1-5c4b7d9f8-q8w7e"
 			for _, pod := range []string{canary, stable} {

@@ -81,7 +81,7 @@ bench-memory: cluster-tools build ## The manager's memory at 0, 1,000, 4,000 and
 		--latency-samples 0 --qps $(BENCH_QPS) --burst $(BENCH_BURST) \
 		--memory-pods $(BENCH_MEMORY_LEVELS) --steady-pods $(BENCH_STEADY_PODS) --steady $(BENCH_STEADY) \
 		--steady-interval $(BENCH_STEADY_INTERVAL) $(if $(BENCH_PROFILES),--profiles $(BENCH_PROFILES)) \
-		--restart-ranks "" --skip burst,latency,cost,restart,peer $(BENCH_FLAGS)
+		--restart-ranks "" --skip burst,latency,cost,restart,gang,rollout,peer $(BENCH_FLAGS)
 
 .PHONY: bench-smoke
 bench-smoke: cluster-tools build ## A small benchmark (20 x 4, once) that only checks the harness works; writes no results file.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -64,7 +65,7 @@ func ApplyWithBaseline(job *mlv1.TrainingJob, r Report, now time.Time, base Rate
 	SetGPUUtilization(st, r.GPUUtilization, mlv1.GPUUtilizationSourceTrainer)
 	if r.CheckpointEpoch != nil && *r.CheckpointEpoch >= 0 {
 		cp := reportedCheckpoint(job, r, now)
-		if last := st.LastCheckpoint; last == nil || last.Epoch != cp.Epoch || !ptrEqual(last.Step, cp.Step) || !ptrEqual(last.Attempt, cp.Attempt) {
+		if last := st.LastCheckpoint; last == nil || last.Epoch != cp.Epoch || !ptr.Equal(last.Step, cp.Step) || !ptr.Equal(last.Attempt, cp.Attempt) {
 			st.LastCheckpoint = cp
 		}
 	}
@@ -121,11 +122,6 @@ func reportedCheckpoint(job *mlv1.TrainingJob, r Report, now time.Time) *mlv1.Ch
 // maxStep bounds a reported step: 2^53, beyond which a float64 no longer
 // holds every integer.
 const maxStep = 1 << 53
-
-// ptrEqual compares two optional values.
-func ptrEqual[T comparable](a, b *T) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
-}
 
 // maxStepTime bounds a reported step time: a day per step is already absurd.
 const maxStepTime = 24 * time.Hour

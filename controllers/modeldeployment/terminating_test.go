@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -43,8 +44,8 @@ import (
 // plays it once the controller's cache has seen the deletion.
 func TestNamespaceDeletionAppliesNothing(t *testing.T) {
 	ctx := context.Background()
-	calls := runCountingController(t)
 	ns := testutil.Namespace(t, k8s)
+	calls := runCountingController(t, ns)
 	require.NoError(t, k8s.Create(ctx, testutil.ModelDeployment("svc", ns).Replicas(1, 3).
 		Version("v1", 80, "s3://m/v1").Version("v2", 20, "s3://m/v2").Obj()))
 	for _, v := range []string{"svc-v1", "svc-v2"} {
@@ -149,14 +150,19 @@ func (c *controllerCalls) get(ns, what string) int {
 
 // runCountingController runs the ModelDeployment controller, alone, in a
 // manager built with the real manager's cache options, for the rest of the
-// test, its client and recorder counting what it does.
-func runCountingController(t *testing.T) *controllerCalls {
+// test, its client and recorder counting what it does. Its cache holds
+// namespace ns only: the earlier tests' ModelDeployments live on in their
+// namespaces (envtest deletes none), and a pass over one of them could
+// count a reconcile error in the process-wide metric the test reads.
+func runCountingController(t *testing.T, ns string) *controllerCalls {
 	t.Helper()
+	cacheOpts := manager.CacheOptions(manager.NewOptions())
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  manager.CacheOptions(manager.NewOptions()),
+		Cache:                  cacheOpts,
 		// TestSeedExampleCreatesChildren's manager registered the name.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -349,8 +349,16 @@ func (n *Node) PodLog(ctx context.Context, ns, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("logs of %s/%s: %w", ns, name, err)
 	}
+	if gone := string(b); strings.HasPrefix(gone, kubeletNoLog) {
+		return "", fmt.Errorf("logs of %s/%s: the kubelet has none: %s", ns, name, strings.TrimSpace(gone))
+	}
 	return string(b), nil
 }
+
+// kubeletNoLog starts what the kubelet answers, with status 200, in place of
+// a log whose container it no longer has (removed by a restart or by the
+// pod's deletion).
+const kubeletNoLog = "unable to retrieve container logs for "
 
 // startContainerd writes containerd's configuration and starts it with its
 // own socket, root and state under the workdir.

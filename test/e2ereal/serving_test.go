@@ -227,8 +227,24 @@ func waitRunning(t testing.TB, md *mlv1.ModelDeployment, timeout time.Duration, 
 	return got
 }
 
-// weights: the storage initializer fetches it, its server exits at start, the operator deletes the
-// crash-looping pod (Remediated) and, when the replacement crash-loops too,
+// versionLog returns the log of one of a version's pods, or "" while none
+// has one.
+func versionLog(ctx context.Context, ns, version string) string {
+	pods := &corev1.PodList{}
+	if node.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{mlv1.LabelModelVersion: version}) != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		if log, err := node.PodLog(ctx, ns, p.Name); err == nil && log != "" {
+			return log
+		}
+	}
+	return ""
+}
+
+// testRollbackOfACrashingVersion adds v3, whose model file has no
+// weights: the storage initializer fetches it, its server exits at start,
+// the operator deletes the crash-looping pod (Remediated) and, when the replacement crash-loops too,
 // rolls v3 back (CrashLoop), giving its share to v1.
 func testRollbackOfACrashingVersion(t *testing.T, md *mlv1.ModelDeployment, store string) {
 	ctx := context.Background()
@@ -249,12 +265,18 @@ func testRollbackOfACrashingVersion(t *testing.T, md *mlv1.ModelDeployment, stor
 	got := &mlv1.ModelDeployment{}
 	var maxRemediations int32
 	var failed *mlv1.FailedVersion
+	// What a user finds in the crashing pod's log, read while v3 crash-loops:
+	// once it is rolled back, its pods and their logs go.
+	var crashLog string
 	err := poll(5*time.Minute, func() bool {
 		if opClient.Get(ctx, client.ObjectKeyFromObject(md), got) != nil {
 			return false
 		}
 		if v3 := versionStatus(got, "v3"); v3 != nil {
 			maxRemediations = max(maxRemediations, v3.Remediations)
+		}
+		if crashLog == "" {
+			crashLog = versionLog(ctx, ns, "v3")
 		}
 		for i := range got.Status.FailedVersions {
 			if got.Status.FailedVersions[i].Name == "v3" {
@@ -291,16 +313,8 @@ func testRollbackOfACrashingVersion(t *testing.T, md *mlv1.ModelDeployment, stor
 	require.True(t, strings.Contains(strings.Join(remediated, " "), "fraud-v3-"), "Remediated events name no v3 pod: %q", remediated)
 	require.NotEmpty(t, rolledBackEvents)
 
-	// What a user finds in the crashing pod's log.
-	pods := &corev1.PodList{}
-	require.NoError(t, node.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{mlv1.LabelModelVersion: "v3"}))
-	for _, p := range pods.Items {
-		if log, err := node.PodLog(ctx, ns, p.Name); err == nil && log != "" {
-			t.Logf("log of %s: %s", p.Name, strings.TrimSpace(log))
-			require.Contains(t, log, "has no weights")
-			break
-		}
-	}
+	t.Logf("log of a v3 pod: %s", strings.TrimSpace(crashLog))
+	require.Contains(t, crashLog, "has no weights", "the crashing v3 pod's log")
 
 	// v3's share went to v1, the last healthy version, and v3 is sized to
 	// zero; serving goes on without an error.

@@ -53,7 +53,7 @@ TOOLS_ORDER := kube-apiserver etcd kubectl controller-gen kustomize crd-ref-docs
 export TOOLS_TOTAL := $(words $(TOOLS_ORDER))
 BUILD_TOOL = $(CURDIR)/hack/build-tool.sh
 # $(call build_tool,NAME,VERSION,ESTIMATE) prefixes the build command.
-build_tool = $(BUILD_TOOL) $(1) $(2) "$(call tool_n,$(1))" "$(3)" --
+build_tool = STAMP=$@ $(BUILD_TOOL) $(1) $(2) "$(call tool_n,$(1))" "$(3)" --
 tool_n = $(if $(filter $(1),$(TOOLS_ORDER)),$(call tool_pos,$(1)) of $(TOOLS_TOTAL),$(if $(filter $(1),$(REAL_NODE_TOOLS)),for the real node,not needed by make test or make run))
 # What the real node (make run NODE=real, make e2e-real) builds on top.
 REAL_NODE_TOOLS := kubelet kube-proxy coredns prometheus

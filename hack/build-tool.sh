@@ -15,6 +15,19 @@ shift 4
 logdir=${TOOL_LOG_DIR:?TOOL_LOG_DIR is set by the Makefile}
 mkdir -p "$logdir"
 log="$logdir/$name.log"
+# Two makes (.ci/run's streams) may want the same tool at once: one builds
+# it, the other waits for it and then uses it, so no binary in bin/ is
+# written while another make runs it. STAMP is the make target the build
+# stands for (the Makefile passes it).
+exec 9>"$logdir/$name.lock"
+if ! flock -n 9; then
+  echo "waiting for another make to build $name $version"
+  flock 9
+fi
+if [ -n "${STAMP:-}" ] && [ -e "$STAMP" ]; then
+  echo "  $name $version was built by another make meanwhile"
+  exit 0
+fi
 echo "building $name $version ($index, $estimate on 2 cores; cached in bin/ after this; log: $log)"
 start=$(date +%s)
 if ! "$@" >"$log" 2>&1; then
@@ -23,3 +36,5 @@ if ! "$@" >"$log" 2>&1; then
   exit 1
 fi
 echo "  $name built in $(( $(date +%s) - start ))s"
+# Still holding the lock: a make waiting for it sees the tool built.
+if [ -n "${STAMP:-}" ]; then touch "$STAMP"; fi

@@ -134,14 +134,12 @@ func TestWritesPerPodAtTheContractFloor(t *testing.T) {
 		"PUT trainingjobs/status": 4,
 		"POST events":             4,
 	}
+	// Nothing but the test writes the job: no status write may lose a race
+	// (409 Conflict) with the manager's own cache, which a pod event can
+	// reach before the watch event of the controller's last status write
+	// (such a pass is skipped, stale.go). A refusal is counted under its
+	// own key, so any fails the comparison.
 	got := apiWrites.in(ns)
-	// Status writes that lost a race with the manager's own cache (409
-	// Conflict, retried at once) wrote nothing; they happen only on a
-	// loaded machine, and are reported, not counted. Any other refusal fails.
-	if n := got["PUT trainingjobs/status 409"]; n > 0 {
-		t.Logf("%d status write(s) answered 409 Conflict and were retried", n)
-		delete(got, "PUT trainingjobs/status 409")
-	}
 	assert.Equal(t, want, got, "the operator's writes in the job's namespace, create -> Completed")
 	total := 0
 	for _, n := range got {
@@ -181,6 +179,9 @@ func TestGangRestartWritesThePodsItReplacesPlusAConstant(t *testing.T) {
 				delete(got, k)
 			}
 		}
+		// The test's own pokes (step) write the job too: a pass that read
+		// the job before one of them loses its status write (409 Conflict,
+		// retried at once). That is reported, not counted.
 		if n := got["PUT trainingjobs/status 409"]; n > 0 {
 			t.Logf("%d status write(s) answered 409 Conflict and were retried", n)
 			delete(got, "PUT trainingjobs/status 409")

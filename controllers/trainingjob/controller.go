@@ -65,6 +65,9 @@ type Reconciler struct {
 	tracking *scrapeTracker
 	// batch holds back counters-only status writes.
 	batch *statusBatch
+	// stale skips passes over a job the cache shows from before the
+	// controller's own last status write.
+	stale *staleReads
 	// podGroups creates a gang scheduler's PodGroup (or the native
 	// Workload and PodGroup) for each attempt.
 	podGroups podgroups.Ensurer
@@ -84,6 +87,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		scrapes:   newScrapeTracker(),
 		tracking:  newScrapeTracker(),
 		batch:     newStatusBatch(),
+		stale:     newStaleReads(),
 		podGroups: podgroups.NewClient(c, cfg.Clock.Now),
 	}
 }
@@ -173,12 +177,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.scrapes.forget(req.NamespacedName)
 			r.tracking.forget(req.NamespacedName)
 			r.batch.forget(req.NamespacedName)
+			r.stale.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
+	now := r.cfg.Clock.Now()
+	if r.stale.behind(req.NamespacedName, job.ResourceVersion, now) {
+		// The cache has not shown this controller's last status write yet
+		// (a pod event came first): a pass now would decide from the status
+		// before it, and its write would be refused as a conflict. The
+		// write's own watch event reconciles the job again.
+		return ctrl.Result{}, nil
+	}
 	orig := job.DeepCopy()
-	p := &pass{job: job, now: r.cfg.Clock.Now()}
+	p := &pass{job: job, now: now}
 	err := r.reconcileUnlessNamespaceTerminating(ctx, p)
 	if errors.Is(err, errNamespaceTerminating) {
 		return ctrl.Result{}, nil
@@ -225,6 +238,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, p *pass, orig *mlv1.Traini
 	// Update carries the resourceVersion: a pass that decided from a stale
 	// job must not overwrite counters a newer pass wrote. (A merge patch
 	// would also drop the zero-valued, required worker counts.)
+	read := job.ResourceVersion
 	if err := r.client.Status().Update(ctx, job); err != nil {
 		// What this pass scraped is lost with the write: the next pass
 		// applies it again (the scrape stays pending), without scraping
@@ -235,6 +249,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, p *pass, orig *mlv1.Traini
 		}
 		return false, fmt.Errorf("writing status: %w", err)
 	}
+	// Both the version the pass read and the one its finalizer patch made
+	// (when it made one) are now behind.
+	r.stale.wrote(key, p.now, orig.ResourceVersion, read)
 	r.statusWritten(key)
 	return false, nil
 }

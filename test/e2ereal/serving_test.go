@@ -244,8 +244,9 @@ func versionLog(ctx context.Context, ns, version string) string {
 
 // testRollbackOfACrashingVersion adds v3, whose model file has no
 // weights: the storage initializer fetches it, its server exits at start,
-// the operator deletes the crash-looping pod (Remediated) and, when the replacement crash-loops too,
-// rolls v3 back (CrashLoop), giving its share to v1.
+// the operator deletes the crash-looping pod (Remediated) and, when the
+// replacement crash-loops too, rolls v3 back (CrashLoop), giving its share
+// to v1.
 func testRollbackOfACrashingVersion(t *testing.T, md *mlv1.ModelDeployment, store string) {
 	ctx := context.Background()
 	ns := md.Namespace

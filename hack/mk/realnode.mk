@@ -68,8 +68,12 @@ realnode: ## Build bin/realnode (the real node harness's command).
 	go build -o $(LOCALBIN)/realnode ./cmd/realnode
 
 .PHONY: e2e-real
-e2e-real: node-packages node-tools prometheus kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator, a real two-rank PyTorch job and stepped rollouts judged by a real Prometheus.
-	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -parallel $(E2E_REAL_PARALLEL) -v $(E2E_REAL_FLAGS)
+e2e-real: node-packages node-tools prometheus kustomize ## End-to-end suite on a real single-node cluster (test/e2ereal; root): pods, DNS, kube-proxy, safety rules, then `make deploy` of the operator, a real two-rank PyTorch job and stepped rollouts judged by a real Prometheus; then `make run NODE=real` until Ctrl-C (test/e2ereal/makerun).
+	rc=0; \
+	go test -tags e2e_real ./test/e2ereal/ -count=1 -timeout $(E2E_REAL_TIMEOUT) -parallel $(E2E_REAL_PARALLEL) -v $(E2E_REAL_FLAGS) || rc=1; \
+	echo "e2e-real: next, make run NODE=real until Ctrl-C (test/e2ereal/makerun), after the suite's node is down"; \
+	go test -tags e2e_real ./test/e2ereal/makerun/ -count=1 -timeout 25m -v $(E2E_REAL_FLAGS) || rc=1; \
+	exit $$rc
 
 # make bench-real: the real-node figures (test/e2ereal BenchmarkRealNode,
 # once; root): a two-rank TrainingJob's create -> all ranks Running with the

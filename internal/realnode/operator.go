@@ -98,7 +98,20 @@ func (n *Node) DeployOperatorWith(ctx context.Context, o OperatorOptions) (done 
 		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: OperatorNamespace, Name: ManagerDeployment}, dep); err != nil {
 			return false, err
 		}
-		return dep.Status.AvailableReplicas >= 1, fmt.Errorf("status %+v", dep.Status)
+		// What `kubectl get deployment` and `kubectl wait
+		// --for=condition=Available` show: every replica available, and
+		// the Deployment's own Available condition. One available replica
+		// of two is not: the condition stays False until both are.
+		want := int32(1)
+		if dep.Spec.Replicas != nil {
+			want = *dep.Spec.Replicas
+		}
+		available := false
+		for _, c := range dep.Status.Conditions {
+			available = available || (c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue)
+		}
+		return available && dep.Status.AvailableReplicas == want && dep.Status.UpdatedReplicas == want,
+			fmt.Errorf("status %+v", dep.Status)
 	}, n.kubelet); err != nil {
 		return done, fmt.Errorf("%w\n%s", err, n.OperatorDiagnostics(ctx))
 	}

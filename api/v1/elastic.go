@@ -34,7 +34,7 @@ const ElasticShrinkGrace = 2 * time.Minute
 
 // Torchrun's elastic rendezvous, driven by the env torchrun reads (each of
 // its flags as PET_<FLAG>): --rdzv-backend, --rdzv-endpoint, --rdzv-id and
-// --max-restarts. PET_NNODES (EnvPETNNodes) holds "<min>:<max>" for an
+// --rdzv-conf and --max-restarts. PET_NNODES (EnvPETNNodes) holds "<min>:<max>" for an
 // elastic job. These names are the operator's in an elastic job's pods
 // only (ElasticEnvNames); other jobs may set them in spec.env.
 const (
@@ -42,6 +42,7 @@ const (
 	EnvPETRdzvEndpoint = EnvPrefixTorchrun + "RDZV_ENDPOINT"
 	EnvPETRdzvID       = EnvPrefixTorchrun + "RDZV_ID"
 	EnvPETMaxRestarts  = EnvPrefixTorchrun + "MAX_RESTARTS"
+	EnvPETRdzvConf     = EnvPrefixTorchrun + "RDZV_CONF"
 )
 
 // ElasticRendezvousBackend is torchrun's rendezvous backend for an elastic
@@ -49,13 +50,26 @@ const (
 // host) serves.
 const ElasticRendezvousBackend = "c10d"
 
+// ElasticRendezvousConf is PET_RDZV_CONF (torchrun's --rdzv-conf) for a
+// rank of an elastic gang: rank 0's agent hosts the c10d store
+// (is_host=true), every other rank's connects to it (is_host=false).
+// Left to itself, torchrun decides by comparing the endpoint's host with
+// the machine's host name and canonical name; in a pod those are
+// "<job>-worker-0" and "<job>-worker-0.<job>-workers.<ns>.svc.<cluster
+// domain>", neither of which is the endpoint's "...svc", so no agent
+// hosted the store and every rank timed out connecting to it (found on the
+// real node, docs/decisions.md).
+func ElasticRendezvousConf(rank int32) string {
+	return "is_host=" + strconv.FormatBool(rank == 0)
+}
+
 // ElasticMaxRestarts is torchrun's --max-restarts for an elastic gang: the
 // operator restarts gangs, torchrun does not restart its workers.
 const ElasticMaxRestarts = 0
 
 // ElasticEnvNames are the variables the operator sets in an elastic job's
 // pods on top of ReservedEnvNames; such a job may not set them in spec.env.
-var ElasticEnvNames = []string{EnvPETRdzvBackend, EnvPETRdzvEndpoint, EnvPETRdzvID, EnvPETMaxRestarts}
+var ElasticEnvNames = []string{EnvPETRdzvBackend, EnvPETRdzvEndpoint, EnvPETRdzvID, EnvPETRdzvConf, EnvPETMaxRestarts}
 
 // ReservesEnvName reports whether the operator sets the variable name in
 // this job's pods, so its spec.env may not: the reserved names, and for an

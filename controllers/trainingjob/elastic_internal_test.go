@@ -61,8 +61,9 @@ func TestElasticEnv(t *testing.T) {
 		{Name: "PET_RDZV_BACKEND", Value: "c10d"},
 		{Name: "PET_RDZV_ENDPOINT", Value: "bert-worker-0.bert-workers.team-a.svc:29500"},
 		{Name: "PET_RDZV_ID", Value: "uid-1"},
+		{Name: "PET_RDZV_CONF", Value: "is_host=true"},
 		{Name: "PET_MAX_RESTARTS", Value: "0"},
-	}, elasticEnv(job)); diff != "" {
+	}, elasticEnv(job, 0)); diff != "" {
 		t.Errorf("elasticEnv (-want +got):\n%s", diff)
 	}
 
@@ -70,7 +71,7 @@ func TestElasticEnv(t *testing.T) {
 	got := envMap(pod)
 	want := map[string]string{"WORLD_SIZE": "4", "NUM_WORKERS": "2", "PET_NNODES": "2:3", "PET_NPROC_PER_NODE": "2",
 		"RANK": "1", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "bert-worker-0.bert-workers.team-a.svc:29500",
-		"PET_RDZV_ID": "uid-1", "PET_MAX_RESTARTS": "0"}
+		"PET_RDZV_ID": "uid-1", "PET_RDZV_CONF": "is_host=false", "PET_MAX_RESTARTS": "0"}
 	for name := range got {
 		if _, ok := want[name]; !ok {
 			delete(got, name)
@@ -83,7 +84,7 @@ func TestElasticEnv(t *testing.T) {
 
 	fixed := testJob(mlv1.FrameworkPyTorch)
 	fixed.Spec.NumWorkers = 3
-	assert.Nil(t, elasticEnv(fixed))
+	assert.Nil(t, elasticEnv(fixed, 0))
 	env := envMap(desiredWorkerPod(fixed, 0, 0, &testCfg, false))
 	assert.Equal(t, "3", env["PET_NNODES"])
 	for _, name := range mlv1.ElasticEnvNames {

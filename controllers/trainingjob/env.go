@@ -44,7 +44,7 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 		{Name: mlv1.EnvPETMasterAddr, Value: master},
 		{Name: mlv1.EnvPETMasterPort, Value: port},
 	}
-	env = append(env, elasticEnv(job)...)
+	env = append(env, elasticEnv(job, rank)...)
 	if spec.Model != "" {
 		env = append(env, corev1.EnvVar{Name: mlv1.EnvModel, Value: spec.Model})
 	}
@@ -115,10 +115,11 @@ func workerEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 
 // elasticEnv is torchrun's elastic rendezvous for an elastic job (none for
 // another): c10d on rank 0's stable DNS name at the rendezvous port, the
-// job's UID as the rendezvous id (its name if it has none yet), and no
+// job's UID as the rendezvous id (its name if it has none yet), rank 0's
+// agent hosting the rendezvous store (mlv1.ElasticRendezvousConf), and no
 // restarts by torchrun, since the operator restarts gangs. PET_NNODES,
 // "<minWorkers>:<maxWorkers>", is set with the static variables.
-func elasticEnv(job *mlv1.TrainingJob) []corev1.EnvVar {
+func elasticEnv(job *mlv1.TrainingJob, rank int32) []corev1.EnvVar {
 	if job.Spec.Elastic == nil {
 		return nil
 	}
@@ -130,6 +131,7 @@ func elasticEnv(job *mlv1.TrainingJob) []corev1.EnvVar {
 		{Name: mlv1.EnvPETRdzvBackend, Value: mlv1.ElasticRendezvousBackend},
 		{Name: mlv1.EnvPETRdzvEndpoint, Value: job.Spec.ElasticRendezvousEndpoint(job.Name, job.Namespace)},
 		{Name: mlv1.EnvPETRdzvID, Value: id},
+		{Name: mlv1.EnvPETRdzvConf, Value: mlv1.ElasticRendezvousConf(rank)},
 		{Name: mlv1.EnvPETMaxRestarts, Value: strconv.Itoa(mlv1.ElasticMaxRestarts)},
 	}
 }

@@ -65,6 +65,7 @@ func TestOperator(t *testing.T) {
 			"WebhookCertificateRenewedUnderLoad":         testCertificateRenewalUnderLoad,
 			"RestrictedNamespace":                        testRestrictedNamespace,
 			"ProgressiveDelivery":                        testProgressiveDelivery,
+			"ElasticGangShrinksAndGrowsBack":             testElasticGangShrinksAndGrowsBack,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()

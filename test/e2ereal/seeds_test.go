@@ -126,24 +126,38 @@ var seedImages = []string{manager.DefaultFrameworkImages()["pytorch"], "docker.i
 // subresource) and removes it after the test.
 func advertiseGPUs(t *testing.T, n int) {
 	t.Helper()
+	advertiseResource(t, mlv1.DefaultGPUResourceName, n)
+}
+
+// advertiseResource sets the extended resource name in the node's capacity
+// (status subresource) to n, waits until the kubelet shows it allocatable,
+// and removes it after the test. The function it returns sets it to
+// another count, and waits the same way.
+func advertiseResource(t *testing.T, name corev1.ResourceName, n int) func(int) {
+	t.Helper()
 	ctx := context.Background()
 	patch := func(v string) error {
-		body := fmt.Sprintf(`{"status":{"capacity":{%q:%s}}}`, mlv1.DefaultGPUResourceName, v)
+		body := fmt.Sprintf(`{"status":{"capacity":{%q:%s}}}`, name, v)
 		return node.Client.Status().Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: realnode.NodeName}},
 			client.RawPatch(types.StrategicMergePatchType, []byte(body)))
 	}
-	require.NoError(t, patch(fmt.Sprintf("%q", fmt.Sprint(n))))
+	set := func(n int) {
+		t.Helper()
+		require.NoError(t, patch(fmt.Sprintf("%q", fmt.Sprint(n))))
+		// The kubelet carries an extended resource from capacity into
+		// allocatable on its next status update.
+		require.NoError(t, poll(time.Minute, func() bool {
+			got := &corev1.Node{}
+			if node.Client.Get(ctx, client.ObjectKey{Name: realnode.NodeName}, got) != nil {
+				return false
+			}
+			q := got.Status.Allocatable[name]
+			return q.Value() == int64(n)
+		}), "the node's allocatable never showed %d %s", n, name)
+	}
+	set(n)
 	t.Cleanup(func() { _ = patch("null") })
-	// The kubelet carries an extended resource from capacity into
-	// allocatable on its next status update.
-	require.NoError(t, poll(time.Minute, func() bool {
-		got := &corev1.Node{}
-		if node.Client.Get(ctx, client.ObjectKey{Name: realnode.NodeName}, got) != nil {
-			return false
-		}
-		q := got.Status.Allocatable[mlv1.DefaultGPUResourceName]
-		return q.Value() == int64(n)
-	}), "the node's allocatable never showed %d %s", n, mlv1.DefaultGPUResourceName)
+	return set
 }
 
 // staticVolume is a hostPath PersistentVolume with the access modes given,

@@ -230,7 +230,7 @@ def main():
     if rank == 0:
         print(f"rank 0: model {settings.get('model', os.environ.get('MODEL', ''))!r}, "
               f"dataset {settings.get('dataset', os.environ.get('DATASET', ''))!r}, "
-              f"{epochs} epochs, checkpoints in {ckpt_dir!r}, attempt {attempt}", flush=True)
+              f"{epochs} epochs, checkpoints in {ckpt_dir!r}, attempt {attempt}, world size {world}", flush=True)
 
     torch.manual_seed(0)
     model = DistributedDataParallel(torch.nn.Linear(1, 1))

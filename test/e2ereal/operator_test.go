@@ -66,6 +66,7 @@ func TestOperator(t *testing.T) {
 			"RestrictedNamespace":                        testRestrictedNamespace,
 			"ProgressiveDelivery":                        testProgressiveDelivery,
 			"ElasticGangShrinksAndGrowsBack":             testElasticGangShrinksAndGrowsBack,
+			"StalledGangRestarts":                        testStalledGangRestarts,
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()

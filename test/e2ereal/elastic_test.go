@@ -13,12 +13,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
+	"github.com/ml-operator/ml-operator/test/testutil"
 )
 
 // elasticSlot is the elastic test's own extended resource: one a rank, as
@@ -72,7 +72,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	require.Equal(t, &mlv1.WorldSize{Current: 3, Desired: 3}, got.Status.WorldSize)
 	pods := attemptPods(t, ns, name, 0, 3)
 	for _, p := range pods {
-		env := envOf(p)
+		env := testutil.EnvOf(p)
 		require.Equal(t, "3", env[mlv1.EnvWorldSize], "%s", p.Name)
 		require.Equal(t, "2:3", env[mlv1.EnvPETNNodes], "%s", p.Name)
 		require.Equal(t, mlv1.ElasticRendezvousBackend, env[mlv1.EnvPETRdzvBackend], "%s", p.Name)
@@ -102,7 +102,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	require.Zero(t, got.Status.Restarts, "a lost rank and a resize are disruptions, not failures")
 	pods = attemptPods(t, ns, name, shrunk, 2)
 	for _, p := range pods {
-		require.Equal(t, "2", envOf(p)[mlv1.EnvWorldSize], "%s", p.Name)
+		require.Equal(t, "2", testutil.EnvOf(p)[mlv1.EnvWorldSize], "%s", p.Name)
 		require.Equal(t, "2", p.Labels[mlv1.LabelNumWorkers], "%s", p.Name)
 	}
 	require.Error(t, node.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: mlv1.WorkerPodName(name, 2)}, &corev1.Pod{}),
@@ -130,7 +130,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	grown := int(got.Status.Attempt())
 	pods = attemptPods(t, ns, name, grown, 3)
 	for _, p := range pods {
-		require.Equal(t, "3", envOf(p)[mlv1.EnvWorldSize], "%s", p.Name)
+		require.Equal(t, "3", testutil.EnvOf(p)[mlv1.EnvWorldSize], "%s", p.Name)
 	}
 
 	require.NoError(t, poll(10*time.Minute, func() bool { return get() && failed() }),
@@ -189,15 +189,6 @@ func rankLog(t *testing.T, ns, name string, rank int32) string {
 	return log
 }
 
-// envOf is a pod's first container's literal env values.
-func envOf(p *corev1.Pod) map[string]string {
-	env := map[string]string{}
-	for _, e := range p.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-	}
-	return env
-}
-
 // waitEventNote waits for an event about kind/name with the reason whose
 // note contains part, and returns the note.
 func waitEventNote(t *testing.T, ns, kind, name, reason, part string) string {
@@ -205,13 +196,13 @@ func waitEventNote(t *testing.T, ns, kind, name, reason, part string) string {
 	var notes []string
 	found := ""
 	require.NoError(t, poll(time.Minute, func() bool {
-		var list eventsv1.EventList
-		if node.Client.List(context.Background(), &list, client.InNamespace(ns)) != nil {
+		events, err := testutil.EventsAbout(context.Background(), node.Client, ns, kind, name)
+		if err != nil {
 			return false
 		}
 		notes = notes[:0]
-		for _, e := range list.Items {
-			if e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
+		for _, e := range events {
+			if e.Reason == reason {
 				notes = append(notes, e.Note)
 				if strings.Contains(e.Note, part) {
 					found = e.Note

@@ -54,12 +54,8 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	// Shorter than the 2-minute elastic grace: it is then the grace.
 	job.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: 30 * time.Second}
 	job.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{elasticSlot: resource.MustParse("1")}}
-	require.NoError(t, opClient.Create(ctx, job))
-	began := time.Now()
-	since := func() time.Duration { return time.Since(began).Round(time.Second) }
-	got := &mlv1.TrainingJob{}
-	get := func() bool { return opClient.Get(ctx, client.ObjectKeyFromObject(job), got) == nil }
-	failed := func() bool { return got.Status.State == mlv1.StateFailed || got.Status.State == mlv1.StateCompleted }
+	j := createTracked(t, job)
+	got, get, failed, since := j.got, j.get, j.ended, j.since
 
 	// Attempt 0: three ranks, a world of 3, epoch 1's checkpoint in the
 	// status (rank 0 is in epoch 2).
@@ -133,10 +129,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 		require.Equal(t, "3", testutil.EnvOf(p)[mlv1.EnvWorldSize], "%s", p.Name)
 	}
 
-	require.NoError(t, poll(10*time.Minute, func() bool { return get() && failed() }),
-		"state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
-	diag := node.NamespaceDiagnostics(ctx, ns)
-	require.Equal(t, mlv1.StateCompleted, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, diag)
+	j.requireCompleted(t, 10*time.Minute)
 	require.Zero(t, got.Status.Restarts, "restarts")
 	require.Zero(t, got.Status.PlacementTimeouts, "the gang shrank at its placement timeout instead of being released")
 	require.Equal(t, &mlv1.WorldSize{Current: 3, Desired: 3}, got.Status.WorldSize)
@@ -157,6 +150,42 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 		}
 	}
 	t.Logf("kubectl get tj:\n%s", kubectlGet("tj", "-n", ns))
+}
+
+// trackedJob follows a TrainingJob a test created: its latest read (got)
+// and the time since its creation.
+type trackedJob struct {
+	key   client.ObjectKey
+	began time.Time
+	got   *mlv1.TrainingJob
+}
+
+// createTracked creates job through the operator's webhooks and follows it.
+func createTracked(t *testing.T, job *mlv1.TrainingJob) *trackedJob {
+	t.Helper()
+	require.NoError(t, opClient.Create(context.Background(), job))
+	return &trackedJob{key: client.ObjectKeyFromObject(job), began: time.Now(), got: &mlv1.TrainingJob{}}
+}
+
+// get reads the job into got; false when the read failed.
+func (j *trackedJob) get() bool { return opClient.Get(context.Background(), j.key, j.got) == nil }
+
+// ended reports whether the last read showed the job Completed or Failed.
+func (j *trackedJob) ended() bool {
+	return j.got.Status.State == mlv1.StateFailed || j.got.Status.State == mlv1.StateCompleted
+}
+
+// since is the time since the job was created, to the second.
+func (j *trackedJob) since() time.Duration { return time.Since(j.began).Round(time.Second) }
+
+// requireCompleted waits up to timeout for the job to end and requires it
+// Completed, with its namespace's state when it is not.
+func (j *trackedJob) requireCompleted(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	require.NoError(t, poll(timeout, func() bool { return j.get() && j.ended() }),
+		"state %q, conditions %+v\n%s", j.got.Status.State, j.got.Status.Conditions, node.NamespaceDiagnostics(context.Background(), j.key.Namespace))
+	require.Equal(t, mlv1.StateCompleted, j.got.Status.State,
+		"conditions %+v\n%s", j.got.Status.Conditions, node.NamespaceDiagnostics(context.Background(), j.key.Namespace))
 }
 
 // attemptPods waits until the n ranks of attempt run, and returns their

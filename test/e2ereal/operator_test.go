@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 	"github.com/ml-operator/ml-operator/internal/localcluster"
@@ -123,6 +124,40 @@ func testWebhookAnswers(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "denied the request")
 	}), "last error: %v\n%s", err, webhookDiagnostics())
 	require.Contains(t, err.Error(), "RANK")
+
+	// `kubectl apply` of manifests from the invalid corpus gets the
+	// webhook's words, field path first: a v1 TrainingJob, a v1alpha1 one
+	// (converted by the conversion webhook, its causes naming v1alpha1
+	// fields) and a ModelDeployment.
+	for _, file := range []string{
+		"trainingjob-elastic-min-above-max.yaml",
+		"trainingjob-v1alpha1-gpus-out-of-range.yaml",
+		"modeldeployment-weights-sum.yaml",
+	} {
+		path := filepath.Join(mustAbs("../.."), "test", "testdata", "invalid", file)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		var expect string
+		for _, line := range strings.Split(string(data), "\n") {
+			if e, ok := strings.CutPrefix(line, "# expect: "); ok {
+				expect = e
+				break
+			}
+		}
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, yaml.Unmarshal(data, &obj), file)
+		require.NotEmpty(t, expect, "%s has no # expect: line", file)
+		out, err := kubectl("apply", "-n", ns, "-f", path)
+		require.Error(t, err, "kubectl apply -f %s was accepted:\n%s", file, out)
+		want := fmt.Sprintf("The %s %q is invalid: %s", obj.Kind, obj.Metadata.Name, expect)
+		require.Contains(t, out, want, "kubectl apply -f %s", file)
+		t.Logf("$ kubectl apply -f test/testdata/invalid/%s\n%s", file, strings.TrimSpace(out))
+	}
 }
 
 // webhookDiagnostics tells whether cert-manager issued the serving

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mlv1 "github.com/ml-operator/ml-operator/api/v1"
 )
@@ -42,12 +41,8 @@ func testStalledGangRestarts(t *testing.T) {
 	// The hung processes ignore SIGTERM (their handler waits for a step
 	// boundary that never comes): the kubelet kills them after this.
 	job.Spec.Template.TerminationGracePeriodSeconds = ptr.To[int64](5)
-	require.NoError(t, opClient.Create(ctx, job))
-	began := time.Now()
-	since := func() time.Duration { return time.Since(began).Round(time.Second) }
-	got := &mlv1.TrainingJob{}
-	get := func() bool { return opClient.Get(ctx, client.ObjectKeyFromObject(job), got) == nil }
-	ended := func() bool { return got.Status.State == mlv1.StateFailed || got.Status.State == mlv1.StateCompleted }
+	j := createTracked(t, job)
+	got, get, ended, since := j.got, j.get, j.ended, j.since
 
 	// Attempt 0's rank 1 hangs; its pod and rank 0's keep running.
 	var log1 string
@@ -75,9 +70,7 @@ func testStalledGangRestarts(t *testing.T) {
 	t.Logf("%s: event Stalled: %s", since(), note)
 
 	// Attempt 1 resumes and completes.
-	require.NoError(t, poll(10*time.Minute, func() bool { return get() && ended() }),
-		"state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
-	require.Equal(t, mlv1.StateCompleted, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
+	j.requireCompleted(t, 10*time.Minute)
 	require.Equal(t, int32(1), got.Status.Restarts, "a stall is a failure (stallAction Restart)")
 	require.Zero(t, got.Status.Disruptions, "disruptions")
 	stalled = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobStalled)

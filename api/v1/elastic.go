@@ -33,16 +33,17 @@ const (
 const ElasticShrinkGrace = 2 * time.Minute
 
 // Torchrun's elastic rendezvous, driven by the env torchrun reads (each of
-// its flags as PET_<FLAG>): --rdzv-backend, --rdzv-endpoint, --rdzv-id and
-// --rdzv-conf and --max-restarts. PET_NNODES (EnvPETNNodes) holds "<min>:<max>" for an
-// elastic job. These names are the operator's in an elastic job's pods
-// only (ElasticEnvNames); other jobs may set them in spec.env.
+// its flags as PET_<FLAG>): --rdzv-backend, --rdzv-endpoint, --rdzv-id,
+// --rdzv-conf and --max-restarts. PET_NNODES (EnvPETNNodes) holds
+// "<min>:<max>" for an elastic job. These names are the operator's in an
+// elastic job's pods only (ElasticEnvNames); other jobs may set them in
+// spec.env.
 const (
 	EnvPETRdzvBackend  = EnvPrefixTorchrun + "RDZV_BACKEND"
 	EnvPETRdzvEndpoint = EnvPrefixTorchrun + "RDZV_ENDPOINT"
 	EnvPETRdzvID       = EnvPrefixTorchrun + "RDZV_ID"
-	EnvPETMaxRestarts  = EnvPrefixTorchrun + "MAX_RESTARTS"
 	EnvPETRdzvConf     = EnvPrefixTorchrun + "RDZV_CONF"
+	EnvPETMaxRestarts  = EnvPrefixTorchrun + "MAX_RESTARTS"
 )
 
 // ElasticRendezvousBackend is torchrun's rendezvous backend for an elastic

@@ -116,7 +116,7 @@ func (n *Node) InstallOLM(ctx context.Context, o OLMOptions) error {
 			if err := n.Client.Get(ctx, client.ObjectKey{Namespace: OLMNamespace, Name: name}, dep); err != nil {
 				return false, err
 			}
-			return dep.Status.AvailableReplicas >= 1, fmt.Errorf("status %+v", dep.Status)
+			return deploymentAvailable(dep), fmt.Errorf("status %+v", dep.Status)
 		}, n.kubelet); err != nil {
 			return fmt.Errorf("%w\n%s", err, n.NamespaceDiagnostics(ctx, OLMNamespace))
 		}

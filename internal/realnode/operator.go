@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ml-operator/ml-operator/internal/certmanager"
@@ -98,25 +99,27 @@ func (n *Node) DeployOperatorWith(ctx context.Context, o OperatorOptions) (done 
 		if err := n.Client.Get(ctx, client.ObjectKey{Namespace: OperatorNamespace, Name: ManagerDeployment}, dep); err != nil {
 			return false, err
 		}
-		// What `kubectl get deployment` and `kubectl wait
-		// --for=condition=Available` show: every replica available, and
-		// the Deployment's own Available condition. One available replica
-		// of two is not: the condition stays False until both are.
-		want := int32(1)
-		if dep.Spec.Replicas != nil {
-			want = *dep.Spec.Replicas
-		}
-		available := false
-		for _, c := range dep.Status.Conditions {
-			available = available || (c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue)
-		}
-		return available && dep.Status.AvailableReplicas == want && dep.Status.UpdatedReplicas == want,
-			fmt.Errorf("status %+v", dep.Status)
+		return deploymentAvailable(dep), fmt.Errorf("status %+v", dep.Status)
 	}, n.kubelet); err != nil {
 		return done, fmt.Errorf("%w\n%s", err, n.OperatorDiagnostics(ctx))
 	}
 	n.logf("Operator deployed and Available (%s)", time.Since(began).Round(100*time.Millisecond))
 	return done, nil
+}
+
+// deploymentAvailable is what `kubectl get deployment` and `kubectl wait
+// --for=condition=Available` show as available: the Deployment's own
+// Available condition, and every replica updated and available. One
+// available replica of two is not (with maxUnavailable 25 % of 2, the
+// condition stays False until both are).
+func deploymentAvailable(dep *appsv1.Deployment) bool {
+	want := ptr.Deref(dep.Spec.Replicas, 1)
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			return dep.Status.AvailableReplicas == want && dep.Status.UpdatedReplicas == want
+		}
+	}
+	return false
 }
 
 // PushManagerImage builds the manager from ./cmd into an image named ref

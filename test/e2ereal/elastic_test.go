@@ -28,6 +28,10 @@ import (
 // on.
 const elasticSlot corev1.ResourceName = "example.com/elastic-slot"
 
+// resumedFrom is the example trainer's rank 0 line of a resume: the
+// checkpoint, its step and the attempt that wrote it.
+var resumedFrom = regexp.MustCompile(`rank 0: resumed from checkpoint (\S+) at step (\d+) \(epoch \d+, written by attempt (\d+)\)`)
+
 // testElasticGangShrinksAndGrowsBack: a real three-rank torchrun job with
 // spec.elastic {minWorkers 2, maxWorkers 3} (c10d rendezvous on rank 0's
 // stable DNS name, from the operator's env alone), one elastic slot a
@@ -55,14 +59,14 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	job.Spec.Scheduling.PlacementTimeout = &metav1.Duration{Duration: 30 * time.Second}
 	job.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{elasticSlot: resource.MustParse("1")}}
 	j := createTracked(t, job)
-	got, get, failed, since := j.got, j.get, j.ended, j.since
+	got, since := j.got, j.since
 
 	// Attempt 0: three ranks, a world of 3, epoch 1's checkpoint in the
 	// status (rank 0 is in epoch 2).
-	require.NoError(t, poll(14*time.Minute, func() bool {
-		return get() && (failed() || got.Status.Restarts > 0 ||
-			got.Status.State == mlv1.StateRunning && got.Status.LastCheckpoint != nil && got.Status.LastCheckpoint.Epoch >= 1)
-	}), "state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
+	j.waitFor(t, 14*time.Minute, "attempt 0 running with a checkpoint", func() bool {
+		return got.Status.Restarts > 0 ||
+			got.Status.State == mlv1.StateRunning && got.Status.LastCheckpoint != nil && got.Status.LastCheckpoint.Epoch >= 1
+	})
 	require.Zero(t, got.Status.Restarts, "attempt 0 failed: conditions %+v\n%s", got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
 	require.Equal(t, mlv1.StateRunning, got.Status.State, "conditions %+v\n%s", got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
 	require.Equal(t, &mlv1.WorldSize{Current: 3, Desired: 3}, got.Status.WorldSize)
@@ -85,9 +89,9 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 
 	// The gang restarts; one rank stays unschedulable; at the placement
 	// timeout the gang goes on with the 2 it could place.
-	require.NoError(t, poll(8*time.Minute, func() bool {
-		return get() && (failed() || got.Status.WorldSize != nil && got.Status.WorldSize.Current == 2 && got.Status.State == mlv1.StateRunning)
-	}), "state %q, worldSize %+v, conditions %+v\n%s", got.Status.State, got.Status.WorldSize, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
+	j.waitFor(t, 8*time.Minute, "the gang running shrunk to 2", func() bool {
+		return got.Status.WorldSize != nil && got.Status.WorldSize.Current == 2 && got.Status.State == mlv1.StateRunning
+	})
 	require.Equal(t, &mlv1.WorldSize{Current: 2, Desired: 3}, got.Status.WorldSize)
 	shrink := waitEventNote(t, ns, "TrainingJob", name, mlv1.ReasonResized,
 		"resizing the gang from 3 to the 2 ranks that were placed (spec.elastic.minWorkers 2) from the latest checkpoint")
@@ -109,7 +113,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 		return strings.Contains(log0, "epoch ") && strings.Contains(log0, "started at step")
 	}), "the shrunk attempt's rank 0 never started an epoch:\n%s", log0)
 	require.Contains(t, log0, fmt.Sprintf("attempt %d, world size 2", shrunk), "torchrun formed a world of 2:\n%s", log0)
-	resumed := regexp.MustCompile(`rank 0: resumed from checkpoint (\S+) at step (\d+) \(epoch \d+, written by attempt (\d+)\)`).FindStringSubmatch(log0)
+	resumed := resumedFrom.FindStringSubmatch(log0)
 	require.NotNil(t, resumed, "the shrunk attempt did not resume from a checkpoint:\n%s", log0)
 	shrunkFrom, _ := strconv.Atoi(resumed[2])
 	t.Logf("%s: attempt %d runs 2 ranks (torchrun world size 2), resumed from %s at step %d", since(), shrunk, resumed[1], shrunkFrom)
@@ -117,10 +121,10 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	// The slot comes back: at the shrunk gang's first checkpoint it grows
 	// back to 3.
 	setSlots(3)
-	require.NoError(t, poll(8*time.Minute, func() bool {
-		return get() && (failed() || got.Status.WorldSize != nil && got.Status.WorldSize.Current == 3 &&
-			int(got.Status.Attempt()) > shrunk && got.Status.State == mlv1.StateRunning)
-	}), "state %q, worldSize %+v, conditions %+v\n%s", got.Status.State, got.Status.WorldSize, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
+	j.waitFor(t, 8*time.Minute, "the gang running grown back to 3", func() bool {
+		return got.Status.WorldSize != nil && got.Status.WorldSize.Current == 3 &&
+			int(got.Status.Attempt()) > shrunk && got.Status.State == mlv1.StateRunning
+	})
 	grow := waitEventNote(t, ns, "TrainingJob", name, mlv1.ReasonResized, "growing it back to 3 ranks (numWorkers)")
 	t.Logf("%s: event Resized: %s", since(), grow)
 	grown := int(got.Status.Attempt())
@@ -135,7 +139,7 @@ func testElasticGangShrinksAndGrowsBack(t *testing.T) {
 	require.Equal(t, &mlv1.WorldSize{Current: 3, Desired: 3}, got.Status.WorldSize)
 	log0 = rankLog(t, ns, name, 0)
 	require.Contains(t, log0, fmt.Sprintf("attempt %d, world size 3", grown), "torchrun formed a world of 3 again:\n%s", log0)
-	resumed = regexp.MustCompile(`rank 0: resumed from checkpoint (\S+) at step (\d+) \(epoch \d+, written by attempt (\d+)\)`).FindStringSubmatch(log0)
+	resumed = resumedFrom.FindStringSubmatch(log0)
 	require.NotNil(t, resumed, "the grown attempt did not resume from a checkpoint:\n%s", log0)
 	grewFrom, _ := strconv.Atoi(resumed[2])
 	require.Equal(t, strconv.Itoa(shrunk), resumed[3], "the grown attempt resumed from a checkpoint the shrunk one wrote:\n%s", log0)
@@ -178,14 +182,32 @@ func (j *trackedJob) ended() bool {
 // since is the time since the job was created, to the second.
 func (j *trackedJob) since() time.Duration { return time.Since(j.began).Round(time.Second) }
 
+// waitFor polls the job until cond holds on a fresh read or the job ends,
+// and fails the test after timeout with what describe says (read only
+// then).
+func (j *trackedJob) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := poll(timeout, func() bool { return j.get() && (j.ended() || cond()) }); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, j.describe())
+	}
+}
+
+// describe is the job's last read state and its namespace's pods and
+// events, for a failure message.
+func (j *trackedJob) describe() string {
+	st := &j.got.Status
+	return fmt.Sprintf("state %q, worldSize %+v, conditions %+v\n%s", st.State, st.WorldSize, st.Conditions,
+		node.NamespaceDiagnostics(context.Background(), j.key.Namespace))
+}
+
 // requireCompleted waits up to timeout for the job to end and requires it
 // Completed, with its namespace's state when it is not.
 func (j *trackedJob) requireCompleted(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	require.NoError(t, poll(timeout, func() bool { return j.get() && j.ended() }),
-		"state %q, conditions %+v\n%s", j.got.Status.State, j.got.Status.Conditions, node.NamespaceDiagnostics(context.Background(), j.key.Namespace))
-	require.Equal(t, mlv1.StateCompleted, j.got.Status.State,
-		"conditions %+v\n%s", j.got.Status.Conditions, node.NamespaceDiagnostics(context.Background(), j.key.Namespace))
+	j.waitFor(t, timeout, "the job never ended", func() bool { return false })
+	if j.got.Status.State != mlv1.StateCompleted {
+		t.Fatalf("the job ended %s, not Completed: %s", j.got.Status.State, j.describe())
+	}
 }
 
 // attemptPods waits until the n ranks of attempt run, and returns their

@@ -55,13 +55,10 @@ func testStalledGangRestarts(t *testing.T) {
 
 	// The stall: condition, event, a restart counted as a failure.
 	var stalled *metav1.Condition
-	require.NoError(t, poll(3*time.Minute, func() bool {
-		if !get() {
-			return false
-		}
+	j.waitFor(t, 3*time.Minute, "no Stalled=True", func() bool {
 		stalled = meta.FindStatusCondition(got.Status.Conditions, mlv1.TrainingJobStalled)
-		return ended() || stalled != nil && stalled.Status == metav1.ConditionTrue
-	}), "no Stalled=True: state %q, conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, ns))
+		return stalled != nil && stalled.Status == metav1.ConditionTrue
+	})
 	require.NotNil(t, stalled, "state %q", got.Status.State)
 	require.Equal(t, mlv1.ReasonStalled, stalled.Reason)
 	require.Regexp(t, `^rank 0 \(pod hang-worker-0\) made no progress for \d+s \(stallTimeout 30s\): training_step has been 20 since \S+Z$`, stalled.Message)

@@ -57,7 +57,8 @@ func TestMakeRunNodeRealUntilCtrlC(t *testing.T) {
 	bin := filepath.Join(root, "bin")
 	workdir, err := os.MkdirTemp("", "ml-operator-makerun-real-")
 	require.NoError(t, err)
-	// The workdir's path as the harness sees it, named by its processes.
+	// Below a directory of the test's own, not yet there: the harness
+	// creates the workdir, and its teardown must remove it (checked below).
 	workdir = filepath.Join(workdir, "node")
 
 	cmd := exec.Command("make", "--no-print-directory", "run", "NODE=real", "REALNODE_WORKDIR="+workdir)

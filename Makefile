@@ -220,7 +220,7 @@ $(STAMPS)/operator-sdk-$(OPERATOR_SDK_VERSION): | $(STAMPS)
 .PHONY: opm
 opm: $(STAMPS)/opm-$(OPM_VERSION) ## opm (built from hack/tools/opm).
 $(STAMPS)/opm-$(OPM_VERSION): | $(STAMPS)
-	@cd hack/tools/opm && $(call build_tool,opm,$(OPM_VERSION),about 80 s) env GONOSUMDB=github.com/operator-framework GOFLAGS=-mod=mod go build -tags json1,containers_image_openpgp \
+	@cd hack/tools/opm && $(call build_tool,opm,$(OPM_VERSION),about 80 s) env GONOSUMDB=github.com/operator-framework,k8s.io go build -tags json1,containers_image_openpgp \
 		-ldflags "-X github.com/operator-framework/operator-registry/cmd/opm/version.gitCommit=$(OPM_VERSION) -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)" \
 		-o $(LOCALBIN)/opm github.com/operator-framework/operator-registry/cmd/opm
 	@touch $@

@@ -2,13 +2,17 @@
 # project's file-based catalog with OLM v0.38.0 on the real node
 # (internal/realnode), the way a cluster admin does. OLM's own binaries and
 # manifests come from its Go module (hack/tools/olm); the images are built
-# here without a container engine (internal/images). docs/install.md §6 and
+# here without a container engine (internal/images). hack/tools/olm and
+# hack/tools/opm are Go workspaces with the project (their go.work), so
+# OLM's and opm's dependencies build at the project's versions and Go's
+# build cache compiles what they share with the project once
+# (test/static/tools checks it). docs/install.md §6 and
 # docs/local-cluster.md "OLM on the real node".
 
 ##@ OLM on the real node
 
 OLM_VERSION ?= v0.38.0
-GRPC_HEALTH_PROBE_VERSION ?= v0.4.40
+GRPC_HEALTH_PROBE_VERSION ?= v0.4.41
 # Static linux/amd64 binaries for the OLM, util, opm and catalog images.
 OLM_BIN ?= $(LOCALBIN)/olm-$(OLM_VERSION)
 E2E_OLM_TIMEOUT ?= 30m
@@ -19,7 +23,7 @@ olm-tools: $(STAMPS)/olm-$(OLM_VERSION) $(STAMPS)/opm-static-$(OPM_VERSION) ## O
 
 $(STAMPS)/olm-$(OLM_VERSION): hack/tools/olm/go.mod | $(STAMPS)
 	@mkdir -p $(OLM_BIN)
-	@cd hack/tools/olm && $(call build_tool,olm,$(OLM_VERSION),about 5 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework GOFLAGS=-mod=mod go build -trimpath -tags json1 \
+	@cd hack/tools/olm && $(call build_tool,olm,$(OLM_VERSION),about 3 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework,k8s.io go build -trimpath -tags json1 \
 		-ldflags "-X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$(patsubst v%,%,$(OLM_VERSION))" \
 		-o $(OLM_BIN)/ github.com/operator-framework/operator-lifecycle-manager/cmd/olm github.com/operator-framework/operator-lifecycle-manager/cmd/catalog \
 		github.com/operator-framework/operator-lifecycle-manager/cmd/copy-content github.com/operator-framework/operator-lifecycle-manager/util/cpb \
@@ -31,7 +35,7 @@ $(STAMPS)/olm-$(OLM_VERSION): hack/tools/olm/go.mod | $(STAMPS)
 # catalog needs no SQLite.
 $(STAMPS)/opm-static-$(OPM_VERSION): | $(STAMPS)
 	@mkdir -p $(OLM_BIN)
-	@cd hack/tools/opm && $(call build_tool,opm-static,$(OPM_VERSION),about 2 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework GOFLAGS=-mod=mod go build -trimpath -tags json1,containers_image_openpgp \
+	@cd hack/tools/opm && $(call build_tool,opm-static,$(OPM_VERSION),about 1 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework,k8s.io go build -trimpath -tags json1,containers_image_openpgp \
 		-ldflags "-X github.com/operator-framework/operator-registry/cmd/opm/version.gitCommit=$(OPM_VERSION) -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$(OPM_VERSION)" \
 		-o $(OLM_BIN)/opm github.com/operator-framework/operator-registry/cmd/opm
 	@touch $@

@@ -276,10 +276,16 @@ func CatalogImageSpec(ctx context.Context, ref, binDir, catalogDir, workdir stri
 func OLMModuleDir(ctx context.Context, repoRoot string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/operator-framework/operator-lifecycle-manager")
 	cmd.Dir = filepath.Join(repoRoot, "hack", "tools", "olm")
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GONOSUMDB=github.com/operator-framework")
+	// hack/tools/olm is a workspace with the project (its go.work): no
+	// -mod=mod there, and the module's go.sum is complete.
+	cmd.Env = append(os.Environ(), "GONOSUMDB=github.com/operator-framework,k8s.io")
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("finding OLM's module (hack/tools/olm): %w", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		return "", fmt.Errorf("finding OLM's module (hack/tools/olm): %w: %s", err, strings.TrimSpace(string(stderr)))
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -377,8 +383,10 @@ func WriteBundleFromCatalog(catalogFile, name string, annotations []byte, out st
 }
 
 // PushManagerImageAt builds the manager (./cmd) of the repository as it
-// was at commit (git archive into a temporary directory) and pushes it
-// as ref: an earlier release's manager, for its bundle.
+// was at commit (git archive into a temporary directory), with the modules
+// it shares with the project at the project's versions where its own are
+// older (raiseToProject), and pushes it as ref: an earlier release's
+// manager, for its bundle.
 func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error {
 	src, err := os.MkdirTemp("", "ml-operator-"+commit+"-")
 	if err != nil {
@@ -392,9 +400,47 @@ func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error
 	if out, err := exec.CommandContext(ctx, "tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
 		return fmt.Errorf("unpacking %s: %w: %s", commit, err, out)
 	}
+	if err := n.raiseReleaseModules(src, commit); err != nil {
+		return err
+	}
 	bin := filepath.Join(n.opts.CacheDir, "bin", "manager-"+commit)
 	if err := images.GoBinary(ctx, src, "./cmd", bin); err != nil {
 		return fmt.Errorf("the manager at %s: %w", commit, err)
 	}
 	return n.PushImage(ctx, images.ManagerSpec(ref, bin))
+}
+
+// raiseReleaseModules rewrites the go.mod of the release unpacked in src
+// with raiseToProject, and gives it the project's go.sum lines as well, so
+// that it builds without asking the checksum database.
+func (n *Node) raiseReleaseModules(src, commit string) error {
+	read := func(dir, name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	rel, err := read(src, "go.mod")
+	if err != nil {
+		return err
+	}
+	proj, err := read(n.opts.RepoRoot, "go.mod")
+	if err != nil {
+		return err
+	}
+	mod, raised, err := raiseToProject(rel, proj)
+	if err != nil {
+		return fmt.Errorf("the go.mod at %s: %w", commit, err)
+	}
+	relSum, err := read(src, "go.sum")
+	if err != nil {
+		return err
+	}
+	projSum, err := read(n.opts.RepoRoot, "go.sum")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), mod, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.sum"), mergeSums(relSum, projSum), 0o644); err != nil {
+		return err
+	}
+	n.logf("the manager at %.7s builds with %d modules raised to the project's versions: %s", commit, len(raised), strings.Join(raised, ", "))
+	return nil
 }

@@ -32,15 +32,21 @@ import (
 
 // The work the upgrade must not disturb.
 const (
-	// JobName runs one worker that sleeps JobSeconds: long enough to be
-	// running through the whole upgrade (the ModelDeployment's start, the
-	// approval, OLM's install of 0.2.0, the manager's rollout and 30 s of
-	// load take about 4 minutes at a load average of 20).
-	JobName    = "inflight"
-	JobSeconds = 420
+	// JobName runs one worker that holds until the test creates
+	// ReleaseFile in its checkpoint volume, after the upgrade has been
+	// checked (at most JobHold: the ModelDeployment's start, the approval,
+	// OLM's install of 0.2.0, the manager's rollout and 30 s of load took
+	// about 4 minutes at a load average of 20).
+	JobName     = "inflight"
+	ReleaseFile = "release"
+	JobHold     = 15 * time.Minute
 	// ModelName is served by the project's model server, two replicas.
 	ModelName = "fraud"
 )
+
+// jobVolume is the host directory of the in-flight job's checkpoint
+// volume, where the test creates ReleaseFile.
+var jobVolume string
 
 // managerSA is the manager's service account as OLM creates it.
 const managerSA = "system:serviceaccount:" + realnode.OperatorNamespace + ":ml-operator-controller-manager"
@@ -52,16 +58,17 @@ func testWorkInFlight(t *testing.T) {
 	ctx := context.Background()
 	empty := ""
 	size := resource.MustParse("1Gi")
-	staticVolume(t, work, mlv1.CheckpointPVCName(JobName), size)
+	jobVolume = staticVolume(t, work, mlv1.CheckpointPVCName(JobName), size)
 	job := &mlv1.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Name: JobName, Namespace: work},
 		Spec: mlv1.TrainingJobSpec{
 			Framework:     "pytorch",
 			Image:         ProbeImage,
-			Command:       []string{"/probe", "sleep", fmt.Sprintf("%ds", JobSeconds)},
+			Command:       []string{"/probe", "hold", "/checkpoints/" + ReleaseFile, JobHold.String()},
 			NumWorkers:    1,
 			GPUsPerWorker: ptr.To[int32](0),
 			Checkpoint: mlv1.CheckpointSpec{
+				Path:    "/checkpoints",
 				Storage: mlv1.CheckpointStorage{StorageClassName: &empty, Size: &size},
 			},
 		},
@@ -87,7 +94,7 @@ func testWorkInFlight(t *testing.T) {
 	require.NoError(t, poll(3*time.Minute, func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(job), got) == nil && got.Status.State == mlv1.StateRunning && workerRunning(ctx)
 	}), "TrainingJob state %q conditions %+v\n%s", got.Status.State, got.Status.Conditions, node.NamespaceDiagnostics(ctx, work))
-	t.Logf("TrainingJob %s Running (its worker sleeps %d s) %s after creation", JobName, JobSeconds, time.Since(began).Round(100*time.Millisecond))
+	t.Logf("TrainingJob %s Running (its worker holds until released) %s after creation", JobName, time.Since(began).Round(100*time.Millisecond))
 	gotMD := &mlv1.ModelDeployment{}
 	require.NoError(t, poll(3*time.Minute, func() bool {
 		if c.Get(ctx, client.ObjectKeyFromObject(md), gotMD) != nil || gotMD.Status.Phase != mlv1.PhaseRunning {
@@ -190,11 +197,13 @@ func testUpgrade(t *testing.T) {
 	// over.
 	job := &mlv1.TrainingJob{}
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: work, Name: JobName}, job))
-	require.Equal(t, mlv1.StateRunning, job.Status.State, "the job was not running through the upgrade (its worker sleeps %d s)", JobSeconds)
+	require.Equal(t, mlv1.StateRunning, job.Status.State, "the job was not running through the upgrade")
 	after := workerPod(t)
 	require.Equal(t, before.UID, after.UID, "the worker pod was replaced during the upgrade")
 	require.Equal(t, int32(0), after.Status.ContainerStatuses[0].RestartCount, "the worker restarted during the upgrade")
-	require.NoError(t, poll(time.Duration(JobSeconds)*time.Second+2*time.Minute, func() bool {
+	// Let the worker finish: it exits 0 once the file is in its volume.
+	require.NoError(t, os.WriteFile(filepath.Join(jobVolume, ReleaseFile), nil, 0o644))
+	require.NoError(t, poll(3*time.Minute, func() bool {
 		return c.Get(ctx, client.ObjectKeyFromObject(job), job) == nil &&
 			(job.Status.State == mlv1.StateCompleted || job.Status.State == mlv1.StateFailed)
 	}), "job state %q conditions %+v\n%s", job.Status.State, job.Status.Conditions, node.NamespaceDiagnostics(ctx, work))
@@ -354,10 +363,11 @@ func workerRunning(ctx context.Context) bool {
 // ReadWriteOnce and ReadWriteMany, so it binds whichever the operator asks
 // for: for one rank, or a gang on no StorageClass known to be shared, that
 // is ReadWriteOnce, which a volume offering ReadWriteMany only never binds
-// (the claim stays Pending, and so does its pod).
-func staticVolume(t *testing.T, ns, claim string, size resource.Quantity) {
+// (the claim stays Pending, and so does its pod). It returns the volume's
+// directory on the host.
+func staticVolume(t *testing.T, ns, claim string, size resource.Quantity) (dir string) {
 	t.Helper()
-	dir := filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
+	dir = filepath.Join(node.Workdir(), "volumes", ns+"-"+claim)
 	require.NoError(t, os.MkdirAll(dir, 0o777))
 	require.NoError(t, os.Chmod(dir, 0o777))
 	pv := &corev1.PersistentVolume{
@@ -374,6 +384,7 @@ func staticVolume(t *testing.T, ns, claim string, size resource.Quantity) {
 	// checkpoint PVC stays through the upgrade and the uninstall), and the
 	// node is thrown away after the suite.
 	require.NoError(t, c.Create(context.Background(), pv))
+	return dir
 }
 
 // probePod is a pod running the probe image with args, never restarted,

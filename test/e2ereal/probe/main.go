@@ -9,6 +9,10 @@
 //	probe files PORT DIR     serve the files of DIR over HTTP (a model store)
 //	probe sleep DURATION     print, sleep DURATION, print and exit 0 (a worker
 //	                         that runs a known time)
+//	probe hold FILE MAX      print, wait until FILE exists (checked every
+//	                         second), print and exit 0; exit 1 if MAX passes
+//	                         first (a worker that runs until the test
+//	                         creates FILE in its volume)
 //	probe predict URL N      N prediction POSTs to URL, each on a new connection
 //	                         (so kube-proxy picks an endpoint for each); print
 //	                         the answers counted by version, pod and code as JSON
@@ -81,6 +85,22 @@ func main() {
 		fmt.Println("sleeping", d)
 		time.Sleep(d)
 		fmt.Println("slept", d)
+	case "hold":
+		if len(os.Args) < 4 {
+			fail(fmt.Errorf("usage: probe hold FILE MAX"))
+		}
+		max, err := time.ParseDuration(os.Args[3])
+		fail(err)
+		fmt.Println("holding until", arg, "exists, at most", max)
+		for deadline := time.Now().Add(max); ; time.Sleep(time.Second) {
+			if _, err := os.Stat(arg); err == nil {
+				fmt.Println("released by", arg)
+				return
+			}
+			if time.Now().After(deadline) {
+				fail(fmt.Errorf("not released within %s", max))
+			}
+		}
 	case "post":
 		if len(os.Args) < 4 {
 			fail(fmt.Errorf("usage: probe post URL BODY"))

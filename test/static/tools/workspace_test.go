@@ -40,6 +40,19 @@ var workspaceTools = map[string]workspaceTool{
 		"github.com/prometheus/client_golang", "github.com/prometheus/common", "github.com/prometheus/procfs",
 		"google.golang.org/genproto/googleapis/rpc",
 	}},
+	// OLM v0.38.0 needs operator-registry v1.61.0 (the project's, and the
+	// tested opm's, is v1.60.0); everything else, its Kubernetes v0.34
+	// requirements included, builds at the project's versions.
+	"olm": {pkgs: []string{
+		"github.com/operator-framework/operator-lifecycle-manager/cmd/olm",
+		"github.com/operator-framework/operator-lifecycle-manager/cmd/catalog",
+		"github.com/operator-framework/operator-lifecycle-manager/cmd/copy-content",
+		"github.com/operator-framework/operator-lifecycle-manager/util/cpb",
+		"github.com/grpc-ecosystem/grpc-health-probe",
+	}, shares: "k8s.io/client-go", newer: []string{
+		"github.com/operator-framework/operator-registry", "github.com/docker/docker-credential-helpers",
+	}},
+	"opm": {pkgs: []string{"github.com/operator-framework/operator-registry/cmd/opm"}, shares: "github.com/operator-framework/operator-registry"},
 }
 
 // moduleVersions runs `go list -deps` in dir and returns the version of
@@ -77,7 +90,7 @@ func TestToolWorkspacesBuildSharedModulesAtTheProjectsVersions(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			wd := filepath.Join(root, "hack", "tools", dir)
 			require.FileExists(t, filepath.Join(wd, "go.work"), "the tool is built in a workspace with the project")
-			tool := moduleVersions(t, wd, []string{"GONOSUMDB=k8s.io"}, wt.pkgs...)
+			tool := moduleVersions(t, wd, []string{"GONOSUMDB=k8s.io,github.com/operator-framework"}, wt.pkgs...)
 			shared := 0
 			for path, v := range tool {
 				want, ok := project[path]

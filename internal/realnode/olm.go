@@ -382,30 +382,29 @@ func WriteBundleFromCatalog(catalogFile, name string, annotations []byte, out st
 	return os.WriteFile(filepath.Join(out, "metadata", "annotations.yaml"), annotations, 0o644)
 }
 
-// PushManagerImageAt builds the manager (./cmd) of the repository as it
-// was at commit (git archive into a temporary directory), with the modules
-// it shares with the project at the project's versions where its own are
-// older (raiseToProject), and pushes it as ref: an earlier release's
-// manager, for its bundle.
-func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error {
-	src, err := os.MkdirTemp("", "ml-operator-"+commit+"-")
+// PushManagerImageFrom builds the manager (./cmd) of an earlier release
+// from its source archive (a gzipped tar of the module's go.mod, go.sum and
+// packages, as `git archive` makes it), with the modules it shares with the
+// project at the project's versions where its own are older
+// (raiseToProject), and pushes it as ref: the release's manager, for its
+// bundle. An archive rather than the commit: a clone without history (a
+// shallow CI checkout) still has it.
+func (n *Node) PushManagerImageFrom(ctx context.Context, archive, ref string) error {
+	src, err := os.MkdirTemp("", "ml-operator-release-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(src)
-	tarball := filepath.Join(src, "src.tar")
-	if out, err := exec.CommandContext(ctx, "git", "-C", n.opts.RepoRoot, "archive", "-o", tarball, commit).CombinedOutput(); err != nil {
-		return fmt.Errorf("git archive %s (the repository needs its history): %w: %s", commit, err, out)
+	if out, err := exec.CommandContext(ctx, "tar", "-xzf", archive, "-C", src).CombinedOutput(); err != nil {
+		return fmt.Errorf("unpacking %s: %w: %s", archive, err, out)
 	}
-	if out, err := exec.CommandContext(ctx, "tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
-		return fmt.Errorf("unpacking %s: %w: %s", commit, err, out)
-	}
-	if err := n.raiseReleaseModules(src, commit); err != nil {
+	name := strings.TrimSuffix(filepath.Base(archive), ".tar.gz")
+	if err := n.raiseReleaseModules(src, name); err != nil {
 		return err
 	}
-	bin := filepath.Join(n.opts.CacheDir, "bin", "manager-"+commit)
+	bin := filepath.Join(n.opts.CacheDir, "bin", "manager-"+name)
 	if err := images.GoBinary(ctx, src, "./cmd", bin); err != nil {
-		return fmt.Errorf("the manager at %s: %w", commit, err)
+		return fmt.Errorf("the manager of %s: %w", name, err)
 	}
 	return n.PushImage(ctx, images.ManagerSpec(ref, bin))
 }
@@ -413,7 +412,7 @@ func (n *Node) PushManagerImageAt(ctx context.Context, commit, ref string) error
 // raiseReleaseModules rewrites the go.mod of the release unpacked in src
 // with raiseToProject, and gives it the project's go.sum lines as well, so
 // that it builds without asking the checksum database.
-func (n *Node) raiseReleaseModules(src, commit string) error {
+func (n *Node) raiseReleaseModules(src, release string) error {
 	read := func(dir, name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
 	rel, err := read(src, "go.mod")
 	if err != nil {
@@ -425,7 +424,7 @@ func (n *Node) raiseReleaseModules(src, commit string) error {
 	}
 	mod, raised, err := raiseToProject(rel, proj)
 	if err != nil {
-		return fmt.Errorf("the go.mod at %s: %w", commit, err)
+		return fmt.Errorf("the go.mod of %s: %w", release, err)
 	}
 	relSum, err := read(src, "go.sum")
 	if err != nil {
@@ -441,6 +440,6 @@ func (n *Node) raiseReleaseModules(src, commit string) error {
 	if err := os.WriteFile(filepath.Join(src, "go.sum"), mergeSums(relSum, projSum), 0o644); err != nil {
 		return err
 	}
-	n.logf("the manager at %.7s builds with %d modules raised to the project's versions: %s", commit, len(raised), strings.Join(raised, ", "))
+	n.logf("the manager of %s builds with %d modules raised to the project's versions: %s", release, len(raised), strings.Join(raised, ", "))
 	return nil
 }

@@ -44,10 +44,11 @@ const (
 	Channel           = "stable"
 	CSV010            = "ml-operator.v0.1.0"
 	CSV020            = "ml-operator.v0.2.0"
-	// Release010 is the commit whose bundle the catalog holds as 0.1.0
-	// (catalog/ml-operator/bundle-v0.1.0.yaml was last rendered there):
-	// the 0.1.0 manager image is built from it.
-	Release010 = "f413c8e024f78f52261ad672c97df52954e7bc3e"
+	// Release010 is the manager's source at the commit whose bundle the
+	// catalog holds as 0.1.0 (catalog/ml-operator/bundle-v0.1.0.yaml was
+	// last rendered at f413c8e): the 0.1.0 manager image is built from it.
+	// test/integration/packaging checks it is that commit's.
+	Release010 = "test/e2eolm/testdata/ml-operator-0.1.0-src.tar.gz"
 	// ProbeImage is the e2e-real suite's test image (./test/e2ereal/probe).
 	ProbeImage = "ghcr.io/ml-operator/realnode-probe:e2e"
 	// ModelServerImage is the project's model server under a tag of the
@@ -59,7 +60,7 @@ const (
 // images are pushed under (tags; 0.2.0's catalog entry names the same
 // images by digest, which the suite checks the pushed images have).
 var Releases = []struct {
-	CSV, Catalog, Manager, Bundle, Commit string
+	CSV, Catalog, Manager, Bundle, Source string
 }{
 	{CSV010, "catalog/ml-operator/bundle-v0.1.0.yaml", "ghcr.io/ml-operator/ml-operator:v0.1.0", "ghcr.io/ml-operator/ml-operator-bundle:v0.1.0", Release010},
 	{CSV020, "catalog/ml-operator/bundle-v0.2.0.yaml", "ghcr.io/ml-operator/ml-operator:v0.2.0", "ghcr.io/ml-operator/ml-operator-bundle:v0.2.0", ""},
@@ -120,16 +121,16 @@ func testOLMRuns(t *testing.T) {
 	t.Logf("OLM %s installed in %s", realnode.OLMVersion, time.Since(began).Round(100*time.Millisecond))
 
 	// The catalog names a bundle image per release, and each bundle its
-	// manager image: 0.1.0's manager is built from the commit of its
-	// bundle, 0.2.0's from this tree. A bundle image holds what the
+	// manager image: 0.1.0's manager is built from the source of its
+	// bundle's commit, 0.2.0's from this tree. A bundle image holds what the
 	// catalog rendered for it. The catalog image is catalog/ on the opm
 	// image, as catalog.Dockerfile builds it.
 	annotations, err := os.ReadFile(filepath.Join(repo, "bundle", "metadata", "annotations.yaml"))
 	require.NoError(t, err)
 	for _, r := range Releases {
 		began = time.Now()
-		if r.Commit != "" {
-			require.NoError(t, node.PushManagerImageAt(ctx, r.Commit, r.Manager))
+		if r.Source != "" {
+			require.NoError(t, node.PushManagerImageFrom(ctx, filepath.Join(repo, r.Source), r.Manager))
 		} else {
 			require.NoError(t, node.PushManagerImage(ctx, r.Manager))
 		}

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -254,13 +255,23 @@ func testCatalogSource(t *testing.T) {
 	t.Logf("CatalogSource READY in %s", time.Since(began).Round(100*time.Millisecond))
 }
 
+// GPUPool is the node label an admin asks the manager, through the
+// Subscription's spec.config.env, to put on GPU worker pods
+// (ML_OPERATOR_GPU_NODE_SELECTOR); the suite labels the real node with it,
+// so the samples' GPU pods still wait for GPUs only.
+var GPUPool = [2]string{"ml.example.com/gpu-pool", "e2eolm"}
+
 // testInstall010: an OperatorGroup for all namespaces (the conversion
 // webhook needs AllNamespaces) and a Subscription to stable starting at
 // 0.1.0 with manual approval give an InstallPlan that waits; approved, it
-// installs the CSV, which reaches Succeeded.
+// installs the CSV, which reaches Succeeded. The Subscription configures
+// the manager (spec.config.env), as docs/install.md tells admins to;
+// the samples step sees it take effect under 0.2.0.
 func testInstall010(t *testing.T) {
 	ctx := context.Background()
 	ns := realnode.OperatorNamespace
+	require.NoError(t, c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: realnode.NodeName}}, client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, GPUPool[0], GPUPool[1])))))
 	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	require.NoError(t, c.Create(ctx, &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "ml-operator", Namespace: ns}}))
 	sub := &operatorsv1alpha1.Subscription{
@@ -272,6 +283,9 @@ func testInstall010(t *testing.T) {
 			Channel:                Channel,
 			StartingCSV:            CSV010,
 			InstallPlanApproval:    operatorsv1alpha1.ApprovalManual,
+			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
+				{Name: "ML_OPERATOR_GPU_NODE_SELECTOR", Value: GPUPool[0] + "=" + GPUPool[1]},
+			}},
 		},
 	}
 	require.NoError(t, c.Create(ctx, sub))

@@ -15,6 +15,8 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,6 +172,18 @@ func testSamples(t *testing.T) {
 	}
 	t.Logf("kubectl get trainingjobs,modeldeployments,pvc -n %s:\n%s", ns,
 		kubectl(t, "get", "trainingjobs,modeldeployments,pvc", "-n", ns))
+
+	// The Subscription's spec.config.env reached the manager (OLM puts it
+	// in the Deployment) and took effect: a GPU worker pod carries the
+	// node selector it names.
+	dep := &appsv1.Deployment{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: realnode.OperatorNamespace, Name: realnode.ManagerDeployment}, dep))
+	assert.Contains(t, dep.Spec.Template.Spec.Containers[0].Env,
+		corev1.EnvVar{Name: "ML_OPERATOR_GPU_NODE_SELECTOR", Value: GPUPool[0] + "=" + GPUPool[1]}, "the manager's environment under OLM")
+	gpuPod := &corev1.Pod{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "bert-finetune-worker-0"}, gpuPod))
+	assert.Equal(t, GPUPool[1], gpuPod.Spec.NodeSelector[GPUPool[0]], "bert-finetune-worker-0's nodeSelector %v", gpuPod.Spec.NodeSelector)
+	t.Logf("the Subscription's ML_OPERATOR_GPU_NODE_SELECTOR took effect: bert-finetune-worker-0's nodeSelector %v", gpuPod.Spec.NodeSelector)
 
 	// A user deletes the samples: they go, with their pods (the
 	// finalizers are released by 0.2.0's manager).

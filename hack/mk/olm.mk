@@ -48,5 +48,5 @@ olm-packages:
 		|| { echo "installing busybox-static with apt-get"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static; }
 
 .PHONY: e2e-olm
-e2e-olm: node-packages olm-packages node-tools olm-tools ## OLM end to end on the real node (test/e2eolm; root): catalog → Subscription → approved InstallPlan → CSV Succeeded, webhooks with OLM's certificates, conversion, upgrade to 0.2.0 with work in flight, the CSV's samples, uninstall.
+e2e-olm: node-packages olm-packages node-tools olm-tools operator-sdk scorecard-test ## OLM end to end on the real node (test/e2eolm; root): catalog → Subscription → approved InstallPlan → CSV Succeeded, webhooks with OLM's certificates, conversion, upgrade to 0.2.0 with work in flight, the CSV's samples, the scorecard's descriptor tests, uninstall.
 	OLM_BIN=$(OLM_BIN) go test -tags e2e_olm ./test/e2eolm/ -count=1 -timeout $(E2E_OLM_TIMEOUT) -v $(E2E_OLM_FLAGS)

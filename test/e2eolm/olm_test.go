@@ -98,6 +98,7 @@ func TestOLM(t *testing.T) {
 		{"WorkInFlight", testWorkInFlight},
 		{"UpgradeTo0.2.0WithWorkInFlight", testUpgrade},
 		{"SamplesOfTheCSVReachTheirState", testSamples},
+		{"ScorecardDescriptorTestsPass", testScorecard},
 		{"UninstallLeavesUserObjectsAndPVCs", testUninstall},
 	} {
 		if !t.Run(step.name, step.run) {

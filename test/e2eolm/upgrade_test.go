@@ -107,6 +107,8 @@ func testWorkInFlight(t *testing.T) {
 		}
 		return false
 	}), "ModelDeployment status %+v\n%s", gotMD.Status, node.NamespaceDiagnostics(ctx, work))
+	// Ready pods are not yet routed pods: wait for kube-proxy's rules.
+	require.NoError(t, node.WaitServiceRouted(ctx, work, ModelName, 2, time.Minute))
 	counts := predict(t, "before", gotMD.Status.URL, 50)
 	require.Equal(t, map[string]int{"200": 50}, counts.Codes, "errors: %v", counts.Errors)
 	t.Logf("ModelDeployment %s serving at %s with 2 Ready replicas, %s after creation", ModelName, gotMD.Status.URL, time.Since(began).Round(100*time.Millisecond))
@@ -434,6 +436,9 @@ func modelStore(t *testing.T, ns string, files map[string]string) string {
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}))
+	// Routed before a model server fetches from it (else its first pods
+	// crash-loop and get remediated).
+	require.NoError(t, node.WaitServiceRouted(ctx, ns, "model-store", 1, 2*time.Minute))
 	return "http://model-store." + ns + ".svc.cluster.local"
 }
 

@@ -162,6 +162,8 @@ func testServing(t *testing.T) {
 
 	// Through the stable Service at the URL the status gives, from a pod:
 	// kube-proxy picks one of the 10 Ready endpoints for each connection.
+	// Ready pods are not yet routed pods: wait for kube-proxy's rules.
+	require.NoError(t, node.WaitServiceRouted(ctx, ns, md.Name, 10, time.Minute))
 	url := got.Status.URL + "/v1/models/fraud-detector:predict"
 	const n = 400
 	c := predictFromPod(t, ns, "client-0", url, n)
@@ -201,6 +203,8 @@ func modelStore(t testing.TB, ns string, files map[string]string) string {
 		},
 	}
 	require.NoError(t, node.Client.Create(ctx, svc))
+	// Routed before a model server fetches from it.
+	require.NoError(t, node.WaitServiceRouted(ctx, ns, "model-store", 1, time.Minute))
 	return "http://model-store." + ns + ".svc.cluster.local"
 }
 

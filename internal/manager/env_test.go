@@ -18,6 +18,7 @@ var envSamples = map[string]string{
 	"default-image":                  "pytorch=registry.internal/pytorch:2.5",
 	"dial-loopback-only":             "true",
 	"enable-webhooks":                "false",
+	"gc-percent":                     "80",
 	"gpu-node-selector":              "accelerator=nvidia-a100,pool=training",
 	"health-probe-bind-address":      ":9081",
 	"istio-mesh":                     "true",

@@ -162,8 +162,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts *Options) error {
 		return err
 	}
 	log := ctrl.Log.WithName("setup")
+	gc, gcFromEnv := applyGCPercent(opts.GCPercent, os.LookupEnv)
 	log.Info("starting manager", "pid", os.Getpid(), "leaderElection", opts.LeaderElect,
-		"qps", opts.QPS, "burst", opts.Burst, "webhooks", opts.EnableWebhooks)
+		"qps", opts.QPS, "burst", opts.Burst, "webhooks", opts.EnableWebhooks, "gcPercent", gc, "gcPercentFromGOGC", gcFromEnv)
 	return mgr.Start(ctx)
 }
 

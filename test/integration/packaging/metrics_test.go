@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +90,12 @@ func TestDashboardAndAlertMetricsAreExported(t *testing.T) {
 	}
 
 	checkJobNamespaceLabel(t, families)
+	// The manager runs with --gc-percent's target (unless GOGC overrides
+	// it), as its Go runtime metrics show (docs/benchmarks.md).
+	wantGC, _ := manager.EffectiveGCPercent(manager.DefaultGCPercent, os.LookupEnv)
+	if gogc := families["go_gc_gogc_percent"]; assert.NotNil(t, gogc, "go_gc_gogc_percent") && assert.Len(t, gogc.GetMetric(), 1) {
+		assert.Equal(t, float64(wantGC), gogc.GetMetric()[0].GetGauge().GetValue(), "go_gc_gogc_percent")
+	}
 	// The dashboard's namespace variable, computed from this scrape as
 	// Grafana's label_values would, offers both namespaces.
 	varMetrics, varLabel := namespaceVariable(t, loadDashboard(t))

@@ -9,8 +9,8 @@ import (
 // mostly its informer caches, which grow with the pods and jobs it
 // watches; Go's default target of 100 lets the heap reach twice that
 // before a collection, and the runtime keeps the pages. At 50 the
-// anonymous memory per worker pod is about a quarter lower, for a few
-// percent more CPU in a burst (docs/benchmarks.md, docs/decisions.md).
+// anonymous memory per worker pod measured a quarter lower, for no CPU
+// the burst benchmark could tell (docs/benchmarks.md, docs/decisions.md).
 const DefaultGCPercent = 50
 
 // EffectiveGCPercent is the target the manager runs with: GOGC when the

@@ -209,21 +209,24 @@ $(STAMPS)/crd-ref-docs-$(CRD_REF_DOCS_VERSION): | $(STAMPS)
 	@$(call build_tool,crd-ref-docs,$(CRD_REF_DOCS_VERSION),$(EST_CRD_REF_DOCS)) env GOBIN=$(LOCALBIN) go install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
 	@touch $@
 
+# One build command for the binaries of the operator-sdk module, so that the
+# second one compiles nothing the first did not.
+OPSDK_GO_BUILD = env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework,k8s.io GOFLAGS=-mod=mod go build -tags containers_image_openpgp
+
 .PHONY: operator-sdk
 operator-sdk: $(STAMPS)/operator-sdk-$(OPERATOR_SDK_VERSION) ## operator-sdk (built from hack/tools/opsdk).
 $(STAMPS)/operator-sdk-$(OPERATOR_SDK_VERSION): | $(STAMPS)
-	@cd hack/tools/opsdk && $(call build_tool,operator-sdk,$(OPERATOR_SDK_VERSION),about 4 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework,k8s.io GOFLAGS=-mod=mod go build -tags containers_image_openpgp \
+	@cd hack/tools/opsdk && $(call build_tool,operator-sdk,$(OPERATOR_SDK_VERSION),about 4 min) $(OPSDK_GO_BUILD) \
 		-ldflags "-X github.com/operator-framework/operator-sdk/internal/version.Version=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.GitVersion=$(OPERATOR_SDK_VERSION) -X github.com/operator-framework/operator-sdk/internal/version.KubernetesVersion=v1.28.0" \
 		-o $(LOCALBIN)/operator-sdk github.com/operator-framework/operator-sdk/cmd/operator-sdk
 	@touch $@
 
 # The scorecard's test image's binary (images/scorecard-test of the same
 # operator-sdk module), static: make e2e-olm runs the scorecard with it.
-# The same flags as operator-sdk's build, which compiles all it imports.
 .PHONY: scorecard-test
 scorecard-test: $(STAMPS)/scorecard-test-$(OPERATOR_SDK_VERSION) ## scorecard-test, the scorecard's test binary (built from hack/tools/opsdk).
 $(STAMPS)/scorecard-test-$(OPERATOR_SDK_VERSION): | $(STAMPS)
-	@cd hack/tools/opsdk && $(call build_tool,scorecard-test,$(OPERATOR_SDK_VERSION),about 1 min) env CGO_ENABLED=0 GONOSUMDB=github.com/operator-framework,k8s.io GOFLAGS=-mod=mod go build -tags containers_image_openpgp \
+	@cd hack/tools/opsdk && $(call build_tool,scorecard-test,$(OPERATOR_SDK_VERSION),about 1 min) $(OPSDK_GO_BUILD) \
 		-o $(LOCALBIN)/scorecard-test github.com/operator-framework/operator-sdk/images/scorecard-test
 	@touch $@
 

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -36,13 +37,12 @@ func (n *Node) WaitServiceRouted(ctx context.Context, ns, name string, want int,
 			return false, err
 		}
 		routed := programmedEndpoints(out, ns, name)
-		if len(ready) == 0 || len(routed) != len(ready) {
-			return false, fmt.Errorf("ready endpoints %v, kube-proxy routes %v", ready, routed)
+		ok := len(ready) > 0 && maps.EqualFunc(ready, routed, slices.Equal[[]string])
+		for _, addrs := range ready {
+			ok = ok && len(addrs) == want
 		}
-		for port, addrs := range ready {
-			if len(addrs) != want || !slices.Equal(addrs, routed[port]) {
-				return false, fmt.Errorf("ready endpoints %v, kube-proxy routes %v", ready, routed)
-			}
+		if !ok {
+			return false, fmt.Errorf("ready endpoints %v, kube-proxy routes %v", ready, routed)
 		}
 		return true, nil
 	})
